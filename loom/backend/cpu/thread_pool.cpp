@@ -1,0 +1,128 @@
+#include "loom/backend/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace loom::cpu {
+
+namespace {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  int size() const { return static_cast<int>(threads_.size()); }
+
+  // Runs chunks [0, chunks) of `job` on the pool and the caller.
+  void run(size_t chunks, const std::function<void(size_t)>& job) {
+    std::unique_lock<std::mutex> outer(run_mutex_); // one parallel region at a time
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      chunks_ = chunks;
+      next_.store(0);
+      remaining_ = chunks;
+      error_ = nullptr;
+      ++generation_;
+    }
+    cv_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return remaining_ == 0; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      size_t c = next_.fetch_add(1);
+      if (c >= chunks_) return;
+      try {
+        (*job_)(c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--remaining_ == 0) done_cv_.notify_all();
+    }
+  }
+  void loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::mutex run_mutex_;
+  std::condition_variable cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t chunks_ = 0;
+  std::atomic<size_t> next_{0};
+  size_t remaining_ = 0;
+  uint64_t generation_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+};
+
+ThreadPool& pool() {
+  static auto* p = new ThreadPool(num_threads() - 1); // the caller is the last thread
+  return *p;
+}
+
+} // namespace
+
+int num_threads() {
+  static int n = [] {
+    if (const char* v = std::getenv("LOOM_NUM_THREADS")) {
+      int k = std::atoi(v);
+      if (k > 0) return k;
+    }
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }();
+  return n;
+}
+
+void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  size_t max_chunks = static_cast<size_t>(num_threads());
+  size_t chunks = std::min(max_chunks, (n + grain - 1) / grain);
+  if (chunks <= 1) {
+    body(0, n);
+    return;
+  }
+  size_t step = (n + chunks - 1) / chunks;
+  pool().run(chunks, [&](size_t c) {
+    size_t b = c * step;
+    size_t e = std::min(n, b + step);
+    if (b < e) body(b, e);
+  });
+}
+
+} // namespace loom::cpu

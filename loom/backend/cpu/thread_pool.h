@@ -1,0 +1,17 @@
+// The intra-op thread pool: large kernels split their index range across it
+// (MLX runs each CPU op on one thread; Loom does not).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace loom::cpu {
+
+// Number of threads a kernel may use (LOOM_NUM_THREADS, default: all cores).
+int num_threads();
+
+// Calls body(begin, end) over [0, n) in chunks of at least `grain` items,
+// on the pool and the calling thread; returns when every chunk has run.
+void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body);
+
+} // namespace loom::cpu

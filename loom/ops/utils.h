@@ -1,0 +1,22 @@
+// Shared argument handling for ops: broadcasting, axes, dtype checks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loom/array.h"
+
+namespace loom {
+
+// NumPy broadcasting of two shapes; raises ValueError-style errors naming both.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+Shape broadcast_shapes(const std::vector<Shape>& shapes);
+
+// Maps a possibly negative axis into [0, ndim); raises IndexError-style
+// errors naming the op: "[sum] Invalid axis 3 for array with 2 dimensions."
+int normalize_axis(int axis, int ndim, const char* op);
+std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op);
+
+std::string dtype_list(const std::vector<array>& arrays);
+
+} // namespace loom

@@ -1,0 +1,74 @@
+// The Primitive interface: what every operation in the graph must provide.
+// One file per family under primitives/ implements the subclasses; their
+// kernels live beside them in backend/<device>/.
+#pragma once
+
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/array.h"
+#include "loom/stream.h"
+
+namespace loom {
+
+// Traits compile and the scheduler query instead of inspecting types.
+struct PrimitiveTraits {
+  bool elementwise = false; // output element i depends only on input elements i
+  bool broadcast = false;   // a pure broadcast/reshape-like view
+  bool reduction = false;
+  bool noop = false;        // identity at execution (Copy, StopGradient)
+  bool multi_output = false;
+};
+
+class Primitive {
+ public:
+  explicit Primitive(Stream stream) : stream_(stream) {}
+  virtual ~Primitive() = default;
+  Primitive(const Primitive&) = delete;
+  Primitive& operator=(const Primitive&) = delete;
+
+  const Stream& stream() const { return stream_; }
+  Device device() const { return stream_.device; }
+
+  // Evaluation per backend. Inputs are evaluated; outputs have shape and
+  // dtype and receive their data here.
+  virtual void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) = 0;
+  virtual void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs);
+
+  // Output shapes from input shapes alone (shapeless compile, export).
+  virtual std::vector<Shape> output_shapes(const std::vector<array>& inputs);
+
+  // Reverse mode: cotangents for inputs listed in argnums.
+  virtual std::vector<array> vjp(const std::vector<array>& primals,
+                                 const std::vector<array>& cotangents,
+                                 const std::vector<int>& argnums,
+                                 const std::vector<array>& outputs);
+  // Forward mode: one tangent per output, given tangents of inputs in argnums.
+  virtual std::vector<array> jvp(const std::vector<array>& primals,
+                                 const std::vector<array>& tangents,
+                                 const std::vector<int>& argnums);
+  // Batched form: axes[i] is the mapped axis of inputs[i], or -1 if unmapped.
+  // Returns the outputs and their mapped axes.
+  virtual std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                               const std::vector<int>& axes);
+
+  // Same computation on the same inputs (for CSE in compile).
+  virtual bool is_equivalent(const Primitive& other) const { return false; }
+  virtual const char* name() const = 0;
+  // Parameters for printing and export, e.g. "axes=(0, 1)".
+  virtual void print_params(std::ostream&) const {}
+  virtual PrimitiveTraits traits() const { return {}; }
+
+  std::string describe() const; // "Name(params)"
+
+ protected:
+  [[noreturn]] void not_implemented(const char* transform) const;
+
+ private:
+  Stream stream_;
+};
+
+} // namespace loom

@@ -1,0 +1,239 @@
+#include "loom/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+
+#include "loom/allocator/memory.h"
+#include "loom/primitives/primitive.h"
+
+namespace loom {
+namespace scheduler {
+
+StreamWorker::StreamWorker(Stream stream)
+    : stream_(stream), timeline_(std::make_shared<Timeline>()), thread_([this] { loop(); }) {}
+
+StreamWorker::~StreamWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+Event StreamWorker::submit(std::function<void()> task) {
+  uint64_t seq;
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    was_empty = queue_.empty();
+    queue_.push_back(std::move(task));
+    seq = ++submitted_;
+  }
+  if (was_empty) cv_.notify_one();
+  return Event{timeline_, seq};
+}
+
+void StreamWorker::synchronize() {
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    target = submitted_;
+  }
+  timeline_->wait(target);
+}
+
+bool StreamWorker::idle() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return timeline_->completed.load(std::memory_order_acquire) == submitted_;
+}
+
+void StreamWorker::loop() {
+  uint64_t done = 0;
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return; // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+    // Release what the task held (its node, and through it the inputs)
+    // before signalling, so a waiter sees the memory already returned.
+    task = nullptr;
+    timeline_->signal(++done);
+  }
+}
+
+namespace {
+
+std::string describe_failure(const Node& node, const std::exception& e) {
+  std::ostringstream msg;
+  msg << e.what() << "\n  while evaluating " << node.primitive->describe() << " on inputs ";
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    msg << shape_to_string(node.inputs[i].shape()) << " " << node.inputs[i].dtype();
+    if (i + 1 < node.inputs.size()) msg << ", ";
+  }
+  if (!node.origin.empty()) msg << "\n  built at " << node.origin;
+  return msg.str();
+}
+
+// Runs one node's kernel on the worker of its stream.
+void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
+              const std::vector<Event>& waits) {
+  for (auto& e : waits) e.wait();
+  for (auto& in : node->inputs) {
+    if (in.desc()->error) {
+      for (auto& o : outputs) o.desc()->error = in.desc()->error;
+      return;
+    }
+  }
+  try {
+    auto& prim = *node->primitive;
+    if (prim.device().type == Device::cpu) {
+      prim.eval_cpu(node->inputs, outputs);
+    } else {
+      prim.eval_gpu(node->inputs, outputs);
+    }
+  } catch (const std::exception& e) {
+    std::exception_ptr err;
+    std::string msg = describe_failure(*node, e);
+    if (dynamic_cast<const std::invalid_argument*>(&e)) {
+      err = std::make_exception_ptr(std::invalid_argument(msg));
+    } else {
+      err = std::make_exception_ptr(std::runtime_error(msg));
+    }
+    for (auto& o : outputs) o.desc()->error = err;
+  }
+}
+
+struct PendingNode {
+  std::shared_ptr<Node> node;
+  int missing = 0; // producers not yet scheduled
+  std::vector<int> consumers;
+};
+
+// Collects the unscheduled nodes behind `outputs` and their dependencies.
+std::vector<PendingNode> collect(const std::vector<array>& outputs) {
+  std::vector<PendingNode> nodes;
+  std::unordered_map<const Node*, int> index;
+  std::vector<const array*> stack;
+  for (auto& o : outputs) stack.push_back(&o);
+  while (!stack.empty()) {
+    const array* a = stack.back();
+    stack.pop_back();
+    if (a->status() != Status::unscheduled) continue;
+    if (!a->has_node()) {
+      throw std::runtime_error("[eval] Array of shape " + shape_to_string(a->shape()) +
+                               " has neither data nor a graph to compute it.");
+    }
+    const Node* n = a->node().get();
+    if (index.count(n)) continue;
+    index.emplace(n, static_cast<int>(nodes.size()));
+    nodes.push_back(PendingNode{a->node(), 0, {}});
+    for (auto& in : n->inputs) {
+      if (in.status() == Status::unscheduled && !index.count(in.node().get())) {
+        stack.push_back(&in);
+      }
+    }
+  }
+  std::vector<int> producers;
+  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    producers.clear();
+    for (auto& in : nodes[i].node->inputs) {
+      if (in.status() == Status::unscheduled) producers.push_back(index.at(in.node().get()));
+    }
+    std::sort(producers.begin(), producers.end());
+    producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
+    nodes[i].missing = static_cast<int>(producers.size());
+    for (int p : producers) nodes[p].consumers.push_back(i);
+  }
+  return nodes;
+}
+
+void schedule(PendingNode& pending) {
+  auto& node = pending.node;
+  auto& worker = worker_for(node->primitive->stream());
+  std::vector<array> outputs;
+  outputs.reserve(node->outputs.size());
+  for (size_t i = 0; i < node->outputs.size(); ++i) {
+    if (auto d = node->outputs[i].lock()) {
+      outputs.emplace_back(std::move(d));
+    } else {
+      outputs.push_back(array::empty(node->output_shapes.at(i), node->output_dtypes.at(i)));
+    }
+  }
+  std::vector<Event> waits;
+  for (auto& in : node->inputs) {
+    if (in.status() == Status::scheduled && in.event().timeline &&
+        !in.event().is_signaled()) {
+      waits.push_back(in.event());
+    }
+  }
+  for (auto& o : outputs) o.set_status(Status::scheduled);
+  Event done = worker.submit([node, outputs, waits]() mutable { run_node(node, outputs, waits); });
+  for (auto& o : outputs) {
+    o.event() = done;
+    // Detach now: the task holds the node until its kernel has run, then
+    // lets go of the inputs. Tracers keep their graph for the transform.
+    if (!o.is_tracer()) o.detach();
+  }
+}
+
+void eval_impl(std::vector<array> outputs, bool wait) {
+  auto nodes = collect(outputs);
+  if (!nodes.empty()) {
+    std::deque<int> ready;
+    for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+      if (nodes[i].missing == 0) ready.push_back(i);
+    }
+    const size_t width = static_cast<size_t>(bfs_max_width());
+    const size_t limit = get_memory_limit();
+    std::vector<StreamWorker*> used;
+    while (!ready.empty()) {
+      // Breadth-first while the frontier is narrow, depth-first beyond it,
+      // so wide graphs do not keep every branch's buffers alive at once.
+      int i;
+      if (ready.size() <= width) {
+        i = ready.front();
+        ready.pop_front();
+      } else {
+        i = ready.back();
+        ready.pop_back();
+      }
+      if (get_active_memory() > limit) {
+        // Over the limit: let in-flight work finish and free its buffers.
+        for (auto* w : used) w->synchronize();
+      }
+      auto* w = &worker_for(nodes[i].node->primitive->stream());
+      if (std::find(used.begin(), used.end(), w) == used.end()) used.push_back(w);
+      schedule(nodes[i]);
+      for (int c : nodes[i].consumers) {
+        if (--nodes[c].missing == 0) ready.push_back(c);
+      }
+      nodes[i].node.reset();
+    }
+  }
+  if (!wait) return;
+  std::exception_ptr first_error;
+  for (auto& o : outputs) {
+    try {
+      o.wait();
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+} // namespace
+} // namespace scheduler
+
+void eval(std::vector<array> outputs) { scheduler::eval_impl(std::move(outputs), true); }
+
+void async_eval(std::vector<array> outputs) { scheduler::eval_impl(std::move(outputs), false); }
+
+} // namespace loom

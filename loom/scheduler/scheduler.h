@@ -1,0 +1,58 @@
+// Evaluation: orders the unevaluated graph and hands each node to the worker
+// of its stream. Dependencies inside a stream follow its queue order; across
+// streams a task waits on the producer's event.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "loom/array.h"
+#include "loom/scheduler/event.h"
+
+namespace loom {
+
+void eval(std::vector<array> outputs);
+void async_eval(std::vector<array> outputs);
+
+namespace scheduler {
+
+// One thread and one FIFO queue per CPU stream.
+class StreamWorker {
+ public:
+  explicit StreamWorker(Stream stream);
+  ~StreamWorker();
+  StreamWorker(const StreamWorker&) = delete;
+  StreamWorker& operator=(const StreamWorker&) = delete;
+
+  // Queues a task; returns the event that fires when it has run.
+  Event submit(std::function<void()> task);
+  // Waits until every task submitted so far has run.
+  void synchronize();
+  bool idle() const;
+  const Stream& stream() const { return stream_; }
+
+ private:
+  void loop();
+
+  Stream stream_;
+  std::shared_ptr<Timeline> timeline_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t submitted_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+StreamWorker& worker_for(const Stream& stream);
+// The width of the ready frontier before scheduling turns depth-first
+// (MLX_BFS_MAX_WIDTH / LOOM_BFS_MAX_WIDTH, default 20).
+int bfs_max_width();
+
+} // namespace scheduler
+} // namespace loom
