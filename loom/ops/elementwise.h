@@ -1,0 +1,67 @@
+// Element-wise arithmetic, math and comparisons, with NumPy broadcasting and
+// MLX's type promotion.
+#pragma once
+
+#include "loom/array.h"
+
+namespace loom {
+
+// Unary.
+array negative(const array& a, StreamOrDevice s = {});
+array abs(const array& a, StreamOrDevice s = {});
+array sign(const array& a, StreamOrDevice s = {});
+array square(const array& a, StreamOrDevice s = {});
+array sqrt(const array& a, StreamOrDevice s = {});
+array rsqrt(const array& a, StreamOrDevice s = {});
+array reciprocal(const array& a, StreamOrDevice s = {});
+array exp(const array& a, StreamOrDevice s = {});
+array log(const array& a, StreamOrDevice s = {});
+array sin(const array& a, StreamOrDevice s = {});
+array cos(const array& a, StreamOrDevice s = {});
+array tanh(const array& a, StreamOrDevice s = {});
+array erf(const array& a, StreamOrDevice s = {});
+array sigmoid(const array& a, StreamOrDevice s = {});
+array logical_not(const array& a, StreamOrDevice s = {});
+array bitwise_invert(const array& a, StreamOrDevice s = {});
+array isnan(const array& a, StreamOrDevice s = {});
+array isinf(const array& a, StreamOrDevice s = {});
+array floor(const array& a, StreamOrDevice s = {});
+array ceil(const array& a, StreamOrDevice s = {});
+// Identity in the forward pass; blocks gradients.
+array stop_gradient(const array& a, StreamOrDevice s = {});
+
+// Binary (broadcasting, promoting).
+array add(const array& a, const array& b, StreamOrDevice s = {});
+array subtract(const array& a, const array& b, StreamOrDevice s = {});
+array multiply(const array& a, const array& b, StreamOrDevice s = {});
+array divide(const array& a, const array& b, StreamOrDevice s = {});
+array floor_divide(const array& a, const array& b, StreamOrDevice s = {});
+array remainder(const array& a, const array& b, StreamOrDevice s = {});
+array power(const array& a, const array& b, StreamOrDevice s = {});
+array maximum(const array& a, const array& b, StreamOrDevice s = {});
+array minimum(const array& a, const array& b, StreamOrDevice s = {});
+array equal(const array& a, const array& b, StreamOrDevice s = {});
+array not_equal(const array& a, const array& b, StreamOrDevice s = {});
+array less(const array& a, const array& b, StreamOrDevice s = {});
+array less_equal(const array& a, const array& b, StreamOrDevice s = {});
+array greater(const array& a, const array& b, StreamOrDevice s = {});
+array greater_equal(const array& a, const array& b, StreamOrDevice s = {});
+array logical_and(const array& a, const array& b, StreamOrDevice s = {});
+array logical_or(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_and(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_or(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_xor(const array& a, const array& b, StreamOrDevice s = {});
+array left_shift(const array& a, const array& b, StreamOrDevice s = {});
+array right_shift(const array& a, const array& b, StreamOrDevice s = {});
+
+// Ternary.
+array where(const array& condition, const array& x, const array& y, StreamOrDevice s = {});
+
+// Comparisons of whole arrays (reduce to a scalar bool array).
+array isclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false, StreamOrDevice s = {});
+array allclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false, StreamOrDevice s = {});
+array array_equal(const array& a, const array& b, bool equal_nan = false, StreamOrDevice s = {});
+
+} // namespace loom

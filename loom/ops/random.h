@@ -1,0 +1,28 @@
+// Counter-based random numbers (Threefry-2x32): a key plus a counter gives
+// the same bits on every device and thread.
+#pragma once
+
+#include <optional>
+
+#include "loom/array.h"
+
+namespace loom::random {
+
+void seed(uint64_t seed);
+// A PRNG key: uint32 array of shape (2,).
+array key(uint64_t seed);
+// `num` new keys from `key`, shape (num, 2).
+array split(const array& key, int num = 2, StreamOrDevice s = {});
+// The thread-local default key (the seed state); each use advances it.
+array& default_key();
+array next_key();
+
+array bits(const Shape& shape, int width = 4, const std::optional<array>& key = std::nullopt,
+           StreamOrDevice s = {});
+array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype = float32,
+              const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array normal(const Shape& shape, Dtype dtype = float32, const array& loc = array(0.0f),
+             const array& scale = array(1.0f), const std::optional<array>& key = std::nullopt,
+             StreamOrDevice s = {});
+
+} // namespace loom::random
