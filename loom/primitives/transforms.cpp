@@ -4,35 +4,39 @@
 #include <unordered_set>
 
 #include "loom/ops/creation.h"
-#include "loom/transforms/active.h"
 
 namespace loom {
 
 namespace {
 CaptureWarningHook g_capture_warning = nullptr;
+} // namespace
 
-// True when the body outputs (inputs[n..]) reach an array being
-// differentiated without passing through the explicit inputs (inputs[..n]).
-bool captures_differentiated(const std::vector<array>& inputs, int n,
-                             const std::unordered_set<const Node*>& sources) {
+void warn_if_captures_differentiated(const std::vector<array>& inputs,
+                                     const std::vector<array>& body_outputs) {
+  if (g_capture_warning == nullptr) return;
   std::unordered_set<const Node*> explicit_inputs;
-  for (int i = 0; i < n; ++i) {
-    if (inputs[i].has_node()) explicit_inputs.insert(inputs[i].node().get());
+  for (auto& in : inputs) {
+    if (in.has_node()) explicit_inputs.insert(in.node().get());
   }
   std::unordered_set<const Node*> visited;
-  std::vector<array> stack(inputs.begin() + n, inputs.end());
+  std::vector<array> stack(body_outputs.begin(), body_outputs.end());
   while (!stack.empty()) {
     array a = std::move(stack.back());
     stack.pop_back();
     if (!a.has_node() || !a.is_tracer()) continue;
     const Node* node = a.node().get();
     if (explicit_inputs.count(node) || !visited.insert(node).second) continue;
-    if (sources.count(node)) return true;
+    if (dynamic_cast<const Marker*>(node->primitive.get()) != nullptr) {
+      g_capture_warning(
+          "A custom_function captured an array that is being differentiated (it is not one of "
+          "the function's arguments). Its gradient through this function will be zero, as in "
+          "MLX: custom functions treat captured arrays as constants. Pass the array as an "
+          "argument to differentiate through it.");
+      return;
+    }
     for (auto& in : a.inputs()) stack.push_back(in);
   }
-  return false;
 }
-} // namespace
 
 void set_capture_warning_hook(CaptureWarningHook hook) { g_capture_warning = hook; }
 
@@ -104,15 +108,6 @@ std::vector<array> CustomTransforms::vjp(const std::vector<array>& primals,
       result.push_back(a < num_inputs_ ? zeros_like(primals[a]) : cotangents[a - num_inputs_]);
     }
     return result;
-  }
-  auto sources = transforms::ActiveSources::current();
-  if (g_capture_warning && sources &&
-      captures_differentiated(primals, num_inputs_, *sources)) {
-    g_capture_warning(
-        "A custom_function captured an array that is being differentiated (it is not one of "
-        "the function's arguments). Its gradient will be zero, as in MLX: custom functions "
-        "treat captured arrays as constants. Pass the array as an argument to differentiate "
-        "through it.");
   }
   std::vector<array> explicit_primals(primals.begin(), primals.begin() + num_inputs_);
   auto rule_cotangents = vjp_rule_(explicit_primals, cotangents, outputs);

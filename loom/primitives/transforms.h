@@ -65,4 +65,10 @@ class CustomTransforms : public Primitive {
   CustomVmap vmap_rule_;
 };
 
+// Warns (through the hook of set_capture_warning_hook) when a custom
+// function's body reaches an array being differentiated other than through
+// its explicit inputs: that array's gradient through the function is zero.
+void warn_if_captures_differentiated(const std::vector<array>& inputs,
+                                     const std::vector<array>& body_outputs);
+
 } // namespace loom

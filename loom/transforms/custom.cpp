@@ -35,6 +35,9 @@ ArrayFn custom_function(ArrayFn fun, CustomVjp vjp_rule, CustomJvp jvp_rule,
   return [fun = std::move(fun), vjp_rule = std::move(vjp_rule), jvp_rule = std::move(jvp_rule),
           vmap_rule = std::move(vmap_rule)](const std::vector<array>& inputs) {
     auto body_outputs = fun(inputs);
+    if (transforms::in_trace() && (vjp_rule || jvp_rule)) {
+      warn_if_captures_differentiated(inputs, body_outputs);
+    }
     auto prim = std::make_shared<CustomTransforms>(default_stream(default_device()),
                                                    static_cast<int>(inputs.size()), vjp_rule,
                                                    jvp_rule, vmap_rule);

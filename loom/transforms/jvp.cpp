@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "loom/ops/creation.h"
-#include "loom/transforms/active.h"
+#include "loom/transforms/marker.h"
 #include "loom/transforms/tape.h"
 #include "loom/transforms/trace.h"
 #include "loom/transforms/transforms.h"

@@ -6,7 +6,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/primitives/transforms.h"
-#include "loom/transforms/active.h"
+#include "loom/transforms/marker.h"
 #include "loom/transforms/tape.h"
 #include "loom/transforms/trace.h"
 #include "loom/transforms/transforms.h"
@@ -18,18 +18,6 @@ namespace transforms {
 array make_marker(const array& a) {
   auto stream = default_stream(default_device());
   return array(a.shape(), a.dtype(), std::make_shared<Marker>(stream), {a});
-}
-
-namespace {
-thread_local std::vector<const std::unordered_set<const Node*>*> t_active_sources;
-} // namespace
-
-ActiveSources::ActiveSources(const std::unordered_set<const Node*>* sources) {
-  t_active_sources.push_back(sources);
-}
-ActiveSources::~ActiveSources() { t_active_sources.pop_back(); }
-const std::unordered_set<const Node*>* ActiveSources::current() {
-  return t_active_sources.empty() ? nullptr : t_active_sources.back();
 }
 
 } // namespace transforms
@@ -63,7 +51,6 @@ std::pair<std::vector<array>, std::vector<array>> vjp(const ArrayFn& fun,
     }
 
     auto tape = transforms::build_tape(outputs, sources, TransformKind::vjp);
-    transforms::ActiveSources active(&sources);
 
     std::unordered_map<const ArrayDesc*, array> cotan;
     auto accumulate = [&](const array& target, const array& c) {

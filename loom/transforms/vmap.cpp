@@ -21,8 +21,9 @@ struct Batched {
 
 } // namespace
 
-ArrayFn vmap(const ArrayFn& fun, std::vector<int> in_axes, std::vector<int> out_axes) {
-  return [fun, in_axes, out_axes](const std::vector<array>& inputs) {
+std::vector<array> vmap_apply(const ArrayFn& fun, const std::vector<array>& inputs,
+                              const std::vector<int>& in_axes, const OutAxesFn& choose_out_axes) {
+  {
     if (in_axes.size() != inputs.size()) {
       std::ostringstream msg;
       msg << "[vmap] The number of in axes (" << in_axes.size()
@@ -35,15 +36,14 @@ ArrayFn vmap(const ArrayFn& fun, std::vector<int> in_axes, std::vector<int> out_
       if (ax < 0) continue;
       if (ax >= inputs[i].ndim()) {
         std::ostringstream msg;
-        msg << "[vmap] Axis " << ax << " is out of bounds for array with " << inputs[i].ndim()
-            << " dimensions.";
-        throw std::invalid_argument(msg.str());
+        msg << "[vmap] Invalid vectorization axis " << ax << " for array with shape "
+            << shape_to_string(inputs[i].shape());
+        throw std::out_of_range(msg.str());
       }
       int size = inputs[i].shape(ax);
       if (batch >= 0 && size != batch) {
         std::ostringstream msg;
-        msg << "[vmap] Inconsistent sizes for the mapped axes: found " << batch << " and "
-            << size << ".";
+        msg << "[vmap] Inconsistent axis sizes: " << batch << " and " << size << ".";
         throw std::invalid_argument(msg.str());
       }
       batch = size;
@@ -74,6 +74,7 @@ ArrayFn vmap(const ArrayFn& fun, std::vector<int> in_axes, std::vector<int> out_
         traced.push_back(placeholder);
       }
       outputs = fun(traced);
+      std::vector<int> out_axes = choose_out_axes(outputs);
       if (!out_axes.empty() && out_axes.size() != outputs.size()) {
         std::ostringstream msg;
         msg << "[vmap] The number of out axes (" << out_axes.size()
@@ -141,6 +142,12 @@ ArrayFn vmap(const ArrayFn& fun, std::vector<int> in_axes, std::vector<int> out_
     }
     transforms::release_tracers(results);
     return results;
+  }
+}
+
+ArrayFn vmap(const ArrayFn& fun, std::vector<int> in_axes, std::vector<int> out_axes) {
+  return [fun, in_axes, out_axes](const std::vector<array>& inputs) {
+    return vmap_apply(fun, inputs, in_axes, [&](const std::vector<array>&) { return out_axes; });
   };
 }
 
