@@ -356,7 +356,7 @@ void scan_leaf(nb::handle h, ListScan& st) {
     st.arrays = st.arrays ? promote_types(*st.arrays, a.dtype()) : a.dtype();
     st.leaves.push_back(a);
   } else if (is_list(h)) {
-    non_uniform();
+    throw std::invalid_argument("Initialization encountered extra dimension.");
   } else {
     invalid_type(h);
   }
@@ -392,7 +392,11 @@ T python_scalar_as(nb::handle h) {
       return T(static_cast<float>(PyLong_AsDouble(p)), 0.0f);
     } else {
       PyInt v = read_int(h, int64);
-      return v.is_unsigned ? convert<T>(v.u) : convert<T>(v.i);
+      if (v.is_unsigned) {
+        if constexpr (!std::is_same_v<T, uint64_t>) overflow_error(h, array::default_dtype_of<T>());
+        return convert<T>(v.u);
+      }
+      return convert<T>(v.i);
     }
   }
   if (PyFloat_Check(p)) return convert<T>(PyFloat_AS_DOUBLE(p));
