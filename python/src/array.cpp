@@ -337,6 +337,25 @@ void init_array(nb::module_& m) {
             return to_numpy(a, !no_copy);
           },
           nb::arg("dtype").none() = nb::none(), nb::arg("copy").none() = nb::none())
+      .def(
+          "__dlpack__",
+          [](array& a, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+             nb::handle copy) {
+            if (!stream.is_none()) {
+              throw std::invalid_argument("[__dlpack__] stream must be None for CPU arrays.");
+            }
+            nb::object view = to_numpy(a, false);
+            nb::dict kwargs;
+            if (!max_version.is_none()) kwargs["max_version"] = max_version;
+            if (!dl_device.is_none()) kwargs["dl_device"] = dl_device;
+            if (!copy.is_none()) kwargs["copy"] = copy;
+            return view.attr("__dlpack__")(**kwargs);
+          },
+          nb::kw_only(), nb::arg("stream").none() = nb::none(),
+          nb::arg("max_version").none() = nb::none(), nb::arg("dl_device").none() = nb::none(),
+          nb::arg("copy").none() = nb::none(),
+          "A DLPack capsule viewing the array's memory (evaluates it).")
+      .def("__dlpack_device__", [](const array&) { return nb::make_tuple(1, 0); })
       .def("__array_namespace__",
            [](const array&, nb::handle) { return core_module(); },
            nb::arg("api_version").none() = nb::none(),

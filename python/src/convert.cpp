@@ -553,7 +553,13 @@ array array_from_python(nb::handle v, std::optional<Dtype> dtype) {
   if (!is_text_or_bytes(v) && nb::hasattr(v, "__array__")) {
     return buffer_to_array(numpy_asarray(v), dtype);
   }
+  if (nb::hasattr(v, "__dlpack__")) return array_from_dlpack(v, dtype);
   invalid_type(v);
+}
+
+array array_from_dlpack(nb::handle v, std::optional<Dtype> dtype) {
+  nb::module_ np = nb::module_::import_("numpy");
+  return buffer_to_array(np.attr("from_dlpack")(v), dtype);
 }
 
 // --- arrays to Python ----------------------------------------------------------

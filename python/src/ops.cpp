@@ -545,6 +545,24 @@ void init_ops(nb::module_& m) {
       "Args:\n    a (array): Input array.\n    dtype (Dtype): The new dtype.\n\n"
       "Returns:\n    array: The converted array.");
 
+  m.def(
+      "from_dlpack",
+      [](nb::handle x, nb::handle copy) {
+        if (!copy.is_none() && !nb::cast<bool>(nb::bool_(copy))) {
+          throw std::invalid_argument(
+              "[from_dlpack] copy=False is not supported: Loom copies DLPack inputs.");
+        }
+        return array_from_dlpack(x);
+      },
+      nb::arg(), nb::kw_only(), nb::arg("copy").none() = nb::none(),
+      nb::sig("def from_dlpack(x: DLPackCompatible, /, *, copy: bool | None = None) -> array"),
+      "An array with the data of an object implementing ``__dlpack__`` (CPU\n"
+      "memory). Loom always copies: ``copy=False`` raises.\n\n"
+      "Args:\n"
+      "    x: The DLPack producer.\n"
+      "    copy (bool, optional): ``True`` or ``None`` (both copy).\n\n"
+      "Returns:\n    array: The new array.");
+
   // --- shapes ------------------------------------------------------------------
   m.def(
       "reshape",

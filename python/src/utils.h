@@ -70,6 +70,9 @@ bool is_scalar_or_array(nb::handle v);
 // (NumPy), __array__ and __mlx_array__ objects.
 array array_from_python(nb::handle v, std::optional<Dtype> dtype);
 
+// A copy of an object implementing __dlpack__ (CPU memory).
+array array_from_dlpack(nb::handle v, std::optional<Dtype> dtype = std::nullopt);
+
 // Python values from evaluated arrays.
 nb::object to_scalar(array& a);
 nb::object to_list(array& a);
