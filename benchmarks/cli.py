@@ -16,6 +16,22 @@ DEFAULT_OUTPUT = os.path.join(REPO_ROOT, "benchmarks", "results", "latest.json")
 DEFAULT_DOCS = os.path.join(REPO_ROOT, "docs", "performance.md")
 
 
+def _venv_python(name):
+    path = os.path.join(REPO_ROOT, name, "bin", "python")
+    return path if os.access(path, os.X_OK) else None
+
+
+def default_loom_python():
+    """$LOOM_PYTHON, else Loom's own environment (.venv, made by
+    scripts/setup.sh), else the interpreter running the runner."""
+    return os.environ.get("LOOM_PYTHON") or _venv_python(".venv") or sys.executable
+
+
+def default_peers_python():
+    """$PEERS_PYTHON, else .venv-peers (benchmarks/README.md), else this one."""
+    return os.environ.get("PEERS_PYTHON") or _venv_python(".venv-peers") or sys.executable
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
@@ -35,9 +51,12 @@ def parse_args(argv):
                    help="rewrite the generated table of docs/performance.md")
     p.add_argument("--docs", default=DEFAULT_DOCS, help=argparse.SUPPRESS)
     p.add_argument("--list", action="store_true", help="list the workloads and stop")
-    p.add_argument("--loom-python", default=os.environ.get("LOOM_PYTHON"),
-                   help="interpreter that imports loom.core (default: $LOOM_PYTHON, "
-                        "else this one)")
+    p.add_argument("--loom-python", default=None,
+                   help="interpreter that imports loom.core (default: $LOOM_PYTHON, else "
+                        ".venv/bin/python, else this one)")
+    p.add_argument("--peers-python", default=None,
+                   help="interpreter that imports the peers (default: $PEERS_PYTHON, else "
+                        ".venv-peers/bin/python, else this one)")
     p.add_argument("--loom-path", default=os.environ.get("LOOM_PYTHONPATH"),
                    help="directory put first on the Loom worker's PYTHONPATH "
                         "(default: $LOOM_PYTHONPATH)")
@@ -66,7 +85,9 @@ def make_config(args):
         warmup=args.warmup, max_reps=args.reps, min_reps=args.min_reps, budget_s=args.budget,
         timeout_s=args.timeout, pause_s=args.pause).items() if v is not None}
     common = dict(impls=impls, device=args.device, filters=tuple(args.filter),
-                  workloads=args.workloads, loom_python=args.loom_python,
+                  workloads=args.workloads,
+                  loom_python=args.loom_python or default_loom_python(),
+                  peer_python=args.peers_python or default_peers_python(),
                   loom_path=args.loom_path,
                   log=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     common.update(overrides)

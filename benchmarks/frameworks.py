@@ -481,6 +481,10 @@ class JaxFw(Framework):
         except RuntimeError as e:
             raise Unavailable(f"jax has no {platform} device: {e}") from e
         jax.config.update("jax_default_device", self.dev)
+        if device == "gpu":
+            # On NVIDIA GPUs JAX multiplies float32 matrices in TF32 by default;
+            # the others compute in float32, and so must JAX to be compared.
+            jax.config.update("jax_default_matmul_precision", "highest")
         self.key = jax.random.PRNGKey(0)
 
     def array(self, host):

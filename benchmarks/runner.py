@@ -44,7 +44,9 @@ class Config:
     budget_s: float = 5.0  # timed calls per implementation stop at about this
     timeout_s: float = 600.0  # one request; past it the worker is killed
     start_timeout_s: float = 180.0
-    pause_s: float = 0.0  # idle time between two calls (lets spinning threads sleep)
+    # Idle time before each call: BLAS and OpenMP threads spin for tens of ms
+    # after a call returns, which would slow the next implementation's call.
+    pause_s: float = 0.05
     workloads: str = "benchmarks.workloads:all_workloads"
     loom_python: Optional[str] = None
     loom_path: Optional[str] = None
@@ -53,7 +55,7 @@ class Config:
 
     @classmethod
     def quick_defaults(cls, **kwargs):
-        base = dict(quick=True, warmup=1, max_reps=3, min_reps=1, budget_s=1.0)
+        base = dict(quick=True, warmup=1, max_reps=3, min_reps=1, budget_s=1.0, pause_s=0.02)
         base.update(kwargs)
         return cls(**base)
 

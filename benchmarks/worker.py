@@ -23,6 +23,7 @@ import gc
 import importlib
 import json
 import os
+import platform
 import sys
 import time
 import traceback
@@ -142,7 +143,8 @@ def main(argv=None):
         status, reason = classify(e, args.impl)
         answer({"status": "unavailable" if status == "error" else status, "reason": reason})
         return 0
-    info.update({"python": sys.executable, "pid": os.getpid()})
+    info.update({"python": sys.executable, "python_version": platform.python_version(),
+                 "pid": os.getpid()})
     workloads = load_workloads(args.workloads, args.quick)
     answer({"status": "ok", "info": info})
 

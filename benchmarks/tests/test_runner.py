@@ -19,7 +19,8 @@ def _run(loom_path, impls=("loom", "numpy")):
     from benchmarks.worker import load_workloads
 
     config = Config(impls=impls, workloads=TINY, warmup=1, min_reps=2, max_reps=3,
-                    budget_s=0.5, timeout_s=60, loom_python=sys.executable,
+                    budget_s=0.5, timeout_s=60, pause_s=0.0, loom_python=sys.executable,
+                    peer_python=sys.executable,
                     loom_path=loom_path)
     workloads = list(load_workloads(TINY, quick=False).values())
     return Runner(config).run(workloads)
@@ -104,6 +105,7 @@ def test_cli_writes_json_table_and_docs(tmp_path, fake_loom, capsys):
     docs.write_text(f"intro\n{report.DOCS_BEGIN}\n{report.DOCS_END}\nanalysis\n")
     code = cli.main(["--workloads", TINY, "--impl", "loom,numpy", "--filter", "tiny add",
                      "--loom-path", fake_loom, "--loom-python", sys.executable,
+                     "--peers-python", sys.executable, "--pause", "0",
                      "--output", str(output), "--docs", str(docs), "--update-docs",
                      "--warmup", "1", "--reps", "2", "--min-reps", "1", "-q"])
     assert code == 0
