@@ -123,7 +123,7 @@ def main(argv=None):
             return 0
 
     meta, limits, records = Runner(config).run(workloads)
-    print(report.text_table(records, limits))
+    print(report.text_table(records, limits, meta))
     report.write_json(args.output, meta, limits, records)
     print(f"\nJSON: {os.path.relpath(args.output)}; took {meta['elapsed_s']:.0f} s")
     if args.update_docs:

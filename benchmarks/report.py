@@ -42,10 +42,14 @@ def fmt_mb(n):
     return "" if n is None else f"{n / 2**20:.0f}"
 
 
-def row_cells(r):
+def row_cells(r, shared_reasons=None):
+    """The cells of one record. A reason that ``shared_reasons`` gives for the
+    whole implementation (Loom not importing) is said once, not on each row."""
     impl = r["impl"]
     if r["status"] != "ok":
         reason = (r.get("reason") or "").splitlines()[0] if r.get("reason") else ""
+        if shared_reasons and reason and reason == shared_reasons.get(impl):
+            reason = ""
         if len(reason) > 70:
             reason = reason[:69] + "…"
         return [r["workload"], impl, r["status"], "", "", "", "", "", "", reason]
@@ -87,12 +91,20 @@ def by_group(records):
     return groups
 
 
-def text_table(records, limits):
+def shared_reasons_of(meta):
+    """{impl: reason} for implementations that did not start at all."""
+    impls = (meta or {}).get("impls", {})
+    return {name: info.get("reason") for name, info in impls.items()
+            if info.get("status") != "ok" and info.get("reason")}
+
+
+def text_table(records, limits, meta=None):
     """The table printed on stdout: aligned columns, one block per group."""
     out = []
+    shared = shared_reasons_of(meta)
     widths = [len(c) for c in COLUMNS]
     groups = by_group(records)
-    rows = {g: [row_cells(r) for r in rs] for g, rs in groups.items()}
+    rows = {g: [row_cells(r, shared) for r in rs] for g, rs in groups.items()}
     for rs in rows.values():
         for cells in rs:
             widths = [max(w, len(c)) for w, c in zip(widths, cells)]
@@ -112,6 +124,8 @@ def text_table(records, limits):
             previous = cells[0]
             out.append(line(shown))
     out.append("")
+    for impl, reason in shared.items():
+        out.append(f"{impl}: {reason}")
     out.append(limits_line(limits))
     return "\n".join(out)
 
@@ -127,16 +141,17 @@ def limits_line(limits):
     return "Machine limits: " + "; ".join(parts)
 
 
-def markdown_tables(records):
+def markdown_tables(records, meta=None):
     out = []
+    shared = shared_reasons_of(meta)
     for group, rs in by_group(records).items():
         out.append(f"### {GROUPS.get(group, group)}")
         out.append("")
         out.append("| " + " | ".join(COLUMNS) + " |")
-        out.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(COLUMNS) - 2)) + "|")
+        out.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(COLUMNS) - 3) + ["---"]) + "|")
         previous = None
         for r in rs:
-            cells = row_cells(r)
+            cells = row_cells(r, shared)
             if cells[0] == previous:
                 cells[0] = ""
             else:
@@ -163,7 +178,7 @@ def markdown_section(meta, limits, records):
         "",
         limits_line(limits) + ".",
         "",
-        markdown_tables(records),
+        markdown_tables(records, meta),
     ]
     return "\n".join(lines).rstrip() + "\n"
 

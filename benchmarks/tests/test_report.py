@@ -97,3 +97,11 @@ def test_json_round_trip(tmp_path):
     assert document["meta"] == {"quick": True}
     assert document["limits"]["copy_gb_per_s"] == pytest.approx(24.0)
     assert len(document["records"]) == len(records)
+
+
+def test_a_reason_shared_by_the_whole_implementation_is_said_once():
+    records, limits = _records()
+    meta = {"impls": {"loom": {"status": "pending", "reason": "loom has no copy yet"}}}
+    text = report.text_table(records, limits, meta)
+    assert text.count("loom has no copy yet") == 1
+    assert "loom: loom has no copy yet" in text
