@@ -123,6 +123,11 @@ def main(argv=None):
             return 0
 
     meta, limits, records = Runner(config).run(workloads)
+    if not records:
+        print("No implementation could run:")
+        for impl, info in meta["impls"].items():
+            print(f"  {impl}: {info.get('reason', info.get('status'))}")
+        return 1
     print(report.text_table(records, limits, meta))
     report.write_json(args.output, meta, limits, records)
     print(f"\nJSON: {os.path.relpath(args.output)}; took {meta['elapsed_s']:.0f} s")

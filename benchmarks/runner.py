@@ -42,7 +42,7 @@ class Config:
     max_reps: int = 10
     min_reps: int = 3
     budget_s: float = 5.0  # timed calls per implementation stop at about this
-    timeout_s: float = 600.0  # one request; past it the worker is killed
+    timeout_s: float = 300.0  # one request; past it the worker is killed
     start_timeout_s: float = 180.0
     # Idle time before each call: BLAS and OpenMP threads spin for tens of ms
     # after a call returns, which would slow the next implementation's call.
@@ -55,7 +55,8 @@ class Config:
 
     @classmethod
     def quick_defaults(cls, **kwargs):
-        base = dict(quick=True, warmup=1, max_reps=3, min_reps=1, budget_s=1.0, pause_s=0.02)
+        base = dict(quick=True, warmup=1, max_reps=3, min_reps=1, budget_s=1.0, pause_s=0.02,
+                    timeout_s=120.0)
         base.update(kwargs)
         return cls(**base)
 

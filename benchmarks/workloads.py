@@ -459,6 +459,7 @@ def all_workloads(quick=False):
     """Every workload, sized for a full run or for --quick (a smoke run: the
     same workloads, smaller where a full-size call takes seconds)."""
     n = (16 if quick else 32) * MIB  # float32 values: 64/128 MiB, beyond any L3
+    n_random = (4 if quick else 32) * MIB
     rows, cols = (4096, 4096) if quick else (8192, 4096)  # the same values as a matrix
     gelu_shape = (4, 1000, 4096) if quick else (32, 1000, 4096)
     gelu_values = math.prod(gelu_shape)
@@ -534,8 +535,10 @@ def all_workloads(quick=False):
     add("matmul + 500 exp, two streams", "streams", build_streams(True, 500), ops=501)
 
     # random
-    add(f"random normal {tag}", "random", build_random(n, "normal"), bytes=n * F32)
-    add(f"random uniform {tag}", "random", build_random(n, "uniform"), bytes=n * F32)
+    rtag = f"{_human(n_random)} f32"
+    add(f"random normal {rtag}", "random", build_random(n_random, "normal"), bytes=n_random * F32)
+    add(f"random uniform {rtag}", "random", build_random(n_random, "uniform"),
+        bytes=n_random * F32)
 
     # training
     mlp_flops = 3 * 2 * mlp_batch * sum(a * b for a, b in zip(dims[:-1], dims[1:]))

@@ -130,3 +130,12 @@ def test_missing_symbol_names_the_function():
     reason = _missing_symbol(text)
     assert reason.startswith("not built yet: ")
     assert "loom::erf" in reason or "_ZN4loom3erf" in reason
+
+
+def test_gpu_run_stops_while_loom_has_no_cuda_backend(no_loom, tmp_path, capsys):
+    output = tmp_path / "latest.json"
+    code = cli.main(["--workloads", TINY, "--device", "gpu", "--loom-path", no_loom,
+                     "--loom-python", sys.executable, "--output", str(output), "-q"])
+    assert code == 0
+    assert "no CUDA backend" in capsys.readouterr().out
+    assert not output.exists()
