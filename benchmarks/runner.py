@@ -28,6 +28,7 @@ from typing import Optional
 
 from benchmarks import report, stats
 from benchmarks.frameworks import IMPLS, environment
+from benchmarks.worker import missing_symbol
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -134,7 +135,7 @@ class WorkerProcess:
         lowered = tail.lower()
         if self.impl == "loom" and ("symbol lookup error" in lowered
                                     or "undefined symbol" in lowered):
-            return {"status": "pending", "reason": _missing_symbol(tail)}
+            return {"status": "pending", "reason": missing_symbol(tail)}
         last = tail.strip().splitlines()[-1] if tail.strip() else ""
         return {"status": "error", "reason": f"worker died (exit {code}) {last}".strip()}
 
@@ -165,20 +166,6 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._stderr.close()
-
-
-def _missing_symbol(text):
-    """'loom::erf(...)' from a dynamic loader's 'undefined symbol: _ZN...' line."""
-    for line in text.splitlines():
-        if "undefined symbol" in line:
-            symbol = line.rsplit("undefined symbol:", 1)[-1].strip().split()[0]
-            try:
-                demangled = subprocess.run(["c++filt", symbol], capture_output=True,
-                                           text=True, timeout=10).stdout.strip()
-            except (OSError, subprocess.SubprocessError):
-                demangled = symbol
-            return f"not built yet: {demangled or symbol}"
-    return "not built yet (symbol lookup error)"
 
 
 class Runner:

@@ -24,6 +24,7 @@ import importlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -35,6 +36,21 @@ PENDING_HINTS = ("not implemented", "not yet implemented", "symbol lookup error"
                  "undefined symbol")
 
 
+def missing_symbol(text):
+    """'not built yet: loom::erf(...)' from a dynamic loader's message
+    '... undefined symbol: _ZN4loom3erf...'."""
+    for line in text.splitlines():
+        if "undefined symbol" in line:
+            symbol = line.rsplit("undefined symbol:", 1)[-1].strip().split()[0]
+            try:
+                demangled = subprocess.run(["c++filt", symbol], capture_output=True,
+                                           text=True, timeout=10).stdout.strip()
+            except (OSError, subprocess.SubprocessError):
+                demangled = ""
+            return f"not built yet: {demangled or symbol}"
+    return "not built yet (symbol lookup error)"
+
+
 def classify(exc, impl):
     """Map an exception raised by a workload to (status, reason)."""
     if isinstance(exc, Pending):
@@ -43,6 +59,8 @@ def classify(exc, impl):
         return "n/a", str(exc)
     text = f"{type(exc).__name__}: {exc}"
     if impl == "loom":
+        if "undefined symbol" in str(exc):
+            return "pending", missing_symbol(str(exc))
         if isinstance(exc, AttributeError) and "loom" in str(exc):
             return "pending", text
         if any(h in str(exc).lower() for h in PENDING_HINTS):

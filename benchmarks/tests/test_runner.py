@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from benchmarks import cli, report
-from benchmarks.runner import Config, Runner, _missing_symbol
+from benchmarks.runner import Config, Runner
+from benchmarks.worker import classify, missing_symbol
 
 TINY = "benchmarks.tests.tiny:workloads"
 REQUIRED = ("workload", "impl", "status", "median_ms", "min_ms", "max_ms", "bytes", "flops",
@@ -127,9 +128,20 @@ def test_cli_list_applies_the_filter(capsys):
 def test_missing_symbol_names_the_function():
     text = ("python: symbol lookup error: /x/core.so: undefined symbol: "
             "_ZN4loom3erfERKNS_5arrayESt7variantIJSt9monostateNS_6StreamENS_6DeviceEEE\n")
-    reason = _missing_symbol(text)
+    reason = missing_symbol(text)
     assert reason.startswith("not built yet: ")
     assert "loom::erf" in reason or "_ZN4loom3erf" in reason
+
+
+def test_classify_missing_features_of_loom_as_pending():
+    assert classify(AttributeError("module 'loom.core' has no attribute 'erf'"), "loom")[0] \
+        == "pending"
+    assert classify(RuntimeError("vmap not implemented for Sort"), "loom")[0] == "pending"
+    assert classify(ImportError("core.so: undefined symbol: _ZN4loom3expERKNS_5arrayE"),
+                    "loom")[0] == "pending"
+    assert classify(ValueError("[matmul] shapes differ"), "loom")[0] == "error"
+    assert classify(AttributeError("module 'mlx.core' has no attribute 'x'"), "mlx")[0] \
+        == "error"
 
 
 def test_gpu_run_stops_while_loom_has_no_cuda_backend(no_loom, tmp_path, capsys):
