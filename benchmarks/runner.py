@@ -251,6 +251,8 @@ class Runner:
 
         for round_ in range(max(1, cfg.warmup)):
             for impl in stats.rotated(list(active), round_):
+                if round_ and warm[impl][0] > cfg.budget_s:
+                    continue  # a call this long was warm after the first one
                 t = call(impl, memory=(round_ == 0))
                 if t is not None:
                     warm[impl].append(t)
