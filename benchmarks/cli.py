@@ -114,6 +114,9 @@ def main(argv=None):
     if not workloads:
         print("no workload matches the filter", file=sys.stderr)
         return 2
+    if args.update_docs and config.filters:
+        print("--update-docs rewrites the whole table: run it without --filter", file=sys.stderr)
+        return 2
 
     if config.device == "gpu" and "loom" in config.impls:
         ok, why = loom_has_gpu(config)

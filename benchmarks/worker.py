@@ -37,7 +37,7 @@ PENDING_HINTS = ("not implemented", "not yet implemented", "symbol lookup error"
 
 
 def missing_symbol(text):
-    """'not built yet: loom::erf(...)' from a dynamic loader's message
+    """'not built yet: loom::erf' from a dynamic loader's message
     '... undefined symbol: _ZN4loom3erf...'."""
     for line in text.splitlines():
         if "undefined symbol" in line:
@@ -47,7 +47,8 @@ def missing_symbol(text):
                                            text=True, timeout=10).stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 demangled = ""
-            return f"not built yet: {demangled or symbol}"
+            name = demangled.split("(", 1)[0] if demangled else symbol
+            return f"not built yet: {name}"
     return "not built yet (symbol lookup error)"
 
 

@@ -104,19 +104,23 @@ def test_cli_writes_json_table_and_docs(tmp_path, fake_loom, capsys):
     output = tmp_path / "latest.json"
     docs = tmp_path / "performance.md"
     docs.write_text(f"intro\n{report.DOCS_BEGIN}\n{report.DOCS_END}\nanalysis\n")
-    code = cli.main(["--workloads", TINY, "--impl", "loom,numpy", "--filter", "tiny add",
-                     "--loom-path", fake_loom, "--loom-python", sys.executable,
-                     "--peers-python", sys.executable, "--pause", "0",
-                     "--output", str(output), "--docs", str(docs), "--update-docs",
-                     "--warmup", "1", "--reps", "2", "--min-reps", "1", "-q"])
-    assert code == 0
+    common = ["--workloads", TINY, "--impl", "loom,numpy", "--loom-path", fake_loom,
+              "--loom-python", sys.executable, "--peers-python", sys.executable,
+              "--pause", "0", "--warmup", "1", "--reps", "2", "--min-reps", "1", "-q",
+              "--output", str(output), "--docs", str(docs)]
+    assert cli.main(common + ["--filter", "tiny add"]) == 0
     document = json.loads(output.read_text())
     names = {r["workload"] for r in document["records"]}
     assert names == {"tiny add", "tiny copy"}  # the filter, plus the limit row
     out = capsys.readouterr().out
     assert "tiny add" in out and "Machine limits" in out
+
+    # a filtered run would leave a partial table in the docs
+    assert cli.main(common + ["--filter", "tiny add", "--update-docs"]) == 2
+    assert cli.main(common + ["--update-docs"]) == 0
     text = docs.read_text()
-    assert "| tiny add | loom |" in text and text.endswith("analysis\n")
+    assert "| tiny add | loom |" in text and "| tiny matmul | loom |" in text
+    assert text.startswith("intro\n") and text.endswith("analysis\n")
 
 
 def test_cli_list_applies_the_filter(capsys):
