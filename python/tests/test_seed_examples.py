@@ -4,6 +4,7 @@ machine has no GPU.  Where the seed and MLX 0.32.4 disagree (``shape`` is a
 tuple, not a list), the installed MLX decides.
 """
 
+import gc
 import math
 
 import numpy as np
@@ -102,6 +103,9 @@ def test_placement_as_tuning_knob():
 
 
 def test_memory_report_example(restore_limits):
+    # small allocations (random keys, scalars) come and go around the big one
+    slack = 4096
+    gc.collect()
     mx.synchronize()
     mx.clear_cache()
     base_active = mx.get_active_memory()
@@ -109,11 +113,11 @@ def test_memory_report_example(restore_limits):
     mx.eval(x)
     nbytes = 256 * 1024 * 4
     active = mx.get_active_memory()
-    assert active >= base_active + nbytes
+    assert active >= base_active + nbytes - slack
     assert mx.get_peak_memory() >= active
     del x
     # active drops; the freed buffer goes to the cache
-    assert mx.get_active_memory() <= active - nbytes
+    assert mx.get_active_memory() <= active - nbytes + slack
     assert mx.get_cache_memory() >= nbytes
     mx.clear_cache()
     assert mx.get_cache_memory() == 0
