@@ -100,3 +100,28 @@ def assert_array(actual, expected, dtype=None, rtol=None, atol=None, equal_nan=T
 
 def rng(seed=0):
     return np.random.default_rng(seed)
+
+
+def run_python(code, env=None, timeout=300):
+    """Run ``code`` in a fresh interpreter with the same array module.
+
+    A crash there (a stack overflow, an abort) fails the test that asked for it
+    instead of killing the whole test session.  ``from _backend import mx``
+    works inside the snippet.
+    """
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    prelude = f"import sys\nsys.path.insert(0, {tests_dir!r})\n"
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )

@@ -12,7 +12,8 @@ import pytest
 
 from _backend import mx
 
-CYCLES = 200
+SEED_CYCLES = 200  # seed 003's reproduction runs the full 200 cycles
+CYCLES = 50
 
 
 def _settle():
@@ -66,7 +67,7 @@ def test_seed_003_eager_split_concatenate(x0):
         assert out.shape == (BATCH, DIM)
         del out, fwd, weights
 
-    assert_no_leak(cycle)
+    assert_no_leak(cycle, cycles=SEED_CYCLES)
 
 
 def test_seed_003_eager_with_slices(x0):
