@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from _backend import mx
-from _helpers import NP_DTYPE, assert_array, dt, dtype_name, from_numpy, round_to, to_numpy
+from _helpers import NP_DTYPE, assert_array, dt, dtype_name, from_numpy, round_to
 
 # --- layouts ------------------------------------------------------------------
 # Each layout makes a (3, 4)-shaped (or empty / 0-d) operand from a base NumPy

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from _backend import mx
-from _helpers import NP_DTYPE, assert_array, dt, dtype_name, from_numpy, round_to
+from _helpers import assert_array, from_numpy, round_to
 
 AXES = [None, 0, 1, 2, -1, -3, (0, 2), (-1, 0), (0, 1, 2), [1], ()]
 

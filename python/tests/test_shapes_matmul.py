@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from _backend import mx
-from _helpers import assert_array, dt, from_numpy, round_to
+from _helpers import assert_array, from_numpy, round_to
 
 # --- matmul ---------------------------------------------------------------------
 
