@@ -866,3 +866,18 @@ def test_numpy_round_trip_breaks_the_graph():
         return mx.array(np.array(x) ** 2).sum()
 
     assert mx.grad(f)(mx.array([3.0])).item() == 0.0
+
+
+def test_nested_vmap_and_grad_of_vmap():
+    xn = np.arange(6, dtype=np.float32).reshape(2, 3)
+    yn = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    outer = mx.vmap(mx.vmap(lambda x, y: x * y + 1, in_axes=(0, 0)), in_axes=(0, None))
+    assert_array(outer(mx.array(xn), mx.array(yn)), xn * yn + 1, "float32")
+    # a batched matrix-vector product written as a doubly vmapped dot product
+    dot = mx.vmap(mx.vmap(lambda r, c: mx.sum(r * c), in_axes=(0, None)), in_axes=(None, 1))
+    m = np.arange(12, dtype=np.float32).reshape(3, 4)
+    n = np.arange(8, dtype=np.float32).reshape(4, 2)
+    assert_array(dot(mx.array(m), mx.array(n)), (m @ n).T, "float32")
+    # grad of a function that uses vmap inside
+    g = mx.grad(lambda w: mx.sum(mx.vmap(lambda x: mx.sin(w * x))(mx.array(xn))))(mx.array(0.5))
+    assert_array(g, np.sum(xn * np.cos(0.5 * xn.astype(np.float64))), "float32", rtol=1e-5)
