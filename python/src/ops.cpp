@@ -539,7 +539,7 @@ void init_ops(nb::module_& m) {
   m.def(
       "astype",
       [](const array& a, const Dtype& dtype, const StreamArg& s) { return astype(a, dtype, s); },
-      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("dtype"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def astype(a: array, dtype: Dtype, /, *, stream: StreamOrDevice = None) -> array"),
       "Convert an array to a dtype.\n\n"
       "Args:\n    a (array): Input array.\n    dtype (Dtype): The new dtype.\n\n"
