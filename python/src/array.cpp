@@ -140,9 +140,12 @@ struct ArrayIterator {
 };
 
 nb::object tuple_of(const Shape& s) {
-  nb::list l;
-  for (auto d : s) l.append(d);
-  return nb::tuple(l);
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  if (t == nullptr) throw nb::python_error();
+  for (size_t i = 0; i < s.size(); ++i) {
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), PyLong_FromLong(s[i]));
+  }
+  return nb::steal(t);
 }
 
 // --- operators ---------------------------------------------------------------
