@@ -415,7 +415,7 @@ void init_composites(nb::module_& m) {
       },
       nb::arg("shape"), nb::arg("dtype").none() = float32, nb::kw_only(),
       nb::arg("stream") = nb::none(),
-      nb::sig("def zeros(shape: int | Sequence[int], dtype: Dtype | None = float32, *, stream: "
+      nb::sig("def empty(shape: int | Sequence[int], dtype: Dtype | None = float32, *, stream: "
               "StreamOrDevice = None) -> array"),
       "An array of the given shape (filled with zeros, like MLX).");
   m.def(
@@ -425,7 +425,7 @@ void init_composites(nb::module_& m) {
       },
       nb::arg(), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
       nb::arg("stream") = nb::none(),
-      nb::sig("def zeros_like(a: array, /, dtype: Dtype | None = None, *, stream: StreamOrDevice "
+      nb::sig("def empty_like(a: array, /, dtype: Dtype | None = None, *, stream: StreamOrDevice "
               "= None) -> array"),
       "An array shaped like ``a`` (filled with zeros, like MLX).");
 
@@ -443,7 +443,7 @@ void init_composites(nb::module_& m) {
         int ax = normalize_axis(axis, x.ndim(), "unstack");
         std::vector<array> parts = split(x, x.shape(ax), ax, s);
         for (auto& p : parts) p = squeeze(p, std::vector<int>{ax}, s);
-        return parts;
+        return nb::tuple(nb::cast(parts));
       },
       nb::arg(), nb::kw_only(), nb::arg("axis") = 0, nb::arg("stream") = nb::none(),
       nb::sig("def unstack(x: array, /, *, axis: int = 0, stream: StreamOrDevice = None) -> "
@@ -589,7 +589,7 @@ void init_composites(nb::module_& m) {
           out.push_back(reshape(in[i], shape, s));
         }
         if (!sparse) out = broadcast_arrays(out, s);
-        return out;
+        return nb::tuple(nb::cast(out));
       },
       nb::arg("arrays"), nb::kw_only(), nb::arg("sparse") = false, nb::arg("indexing") = "xy",
       nb::arg("stream") = nb::none(),

@@ -139,7 +139,7 @@ template <>
 struct type_caster<loom::bindings::StreamArg> {
   NB_TYPE_CASTER(loom::bindings::StreamArg,
                  const_name("loom.core.Stream | loom.core.ThreadLocalStream | loom.core.Device | "
-                            "loom.core.DeviceType | None"))
+                            "loom.core.DeviceType"))
   bool from_python(handle src, uint8_t flags, cleanup_list* cleanup) noexcept;
   static handle from_cpp(const loom::bindings::StreamArg&, rv_policy, cleanup_list*) noexcept {
     return none().release();
