@@ -144,11 +144,312 @@ array roll_axis(const array& a, int shift, int axis, StreamOrDevice s) {
                      s);
 }
 
+
+// Reverses the given axes (views through negative-step slices).
+array flip_axes(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
+  for (int ax : normalize_axes(axes, a.ndim(), "flip")) {
+    start[ax] = a.shape(ax) - 1;
+    stop[ax] = -1;
+    step[ax] = -1;
+  }
+  return slice(a, start, stop, step, s);
+}
+
+// a[lo:hi] along one axis.
+array take_range(const array& a, int axis, int lo, int hi, StreamOrDevice s) {
+  Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
+  start[axis] = lo;
+  stop[axis] = hi;
+  return slice(a, start, stop, step, s);
+}
+
+// Round half to even of a floating array.
+array round_even(const array& x, StreamOrDevice s) {
+  Dtype d = x.dtype();
+  array r = floor(add(x, array(0.5, d), s), s);
+  array tie = equal(subtract(r, x, s), array(0.5, d), s);
+  array odd = not_equal(remainder(r, array(2.0, d), s), array(0.0, d), s);
+  return where(logical_and(tie, odd, s), subtract(r, array(1.0, d), s), r, s);
+}
+
+std::vector<std::pair<int, int>> pad_widths(nb::handle w, int ndim) {
+  auto as_pair = [](nb::handle h) -> std::pair<int, int> {
+    if (PyLong_Check(h.ptr())) {
+      int v = nb::cast<int>(h);
+      return {v, v};
+    }
+    auto v = nb::cast<std::vector<int>>(h);
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() == 2) return {v[0], v[1]};
+    throw std::invalid_argument("[pad] Invalid pad_width.");
+  };
+  if (PyLong_Check(w.ptr())) return std::vector<std::pair<int, int>>(ndim, as_pair(w));
+  auto items = nb::cast<std::vector<nb::object>>(w);
+  bool nested = !items.empty() && !PyLong_Check(items[0].ptr());
+  if (!nested) return std::vector<std::pair<int, int>>(ndim, as_pair(w));
+  if (items.size() == 1) return std::vector<std::pair<int, int>>(ndim, as_pair(items[0]));
+  if (static_cast<int>(items.size()) != ndim) {
+    throw std::invalid_argument("[pad] Invalid number of pad_width axes: expected " +
+                                std::to_string(ndim) + " but got " +
+                                std::to_string(items.size()) + ".");
+  }
+  std::vector<std::pair<int, int>> out;
+  for (auto& it : items) out.push_back(as_pair(it));
+  return out;
+}
+
+array pad_axis(const array& a, int ax, int before, int after, const std::string& mode,
+               const array& value, StreamOrDevice s) {
+  if (before == 0 && after == 0) return a;
+  int n = a.shape(ax);
+  std::vector<array> parts;
+  auto edge_part = [&](int count, bool front) {
+    Shape shape = a.shape();
+    shape[ax] = count;
+    if (mode == "constant") return full(shape, value, a.dtype(), s);
+    if (n == 0) throw std::invalid_argument("[pad] Cannot pad an empty axis with mode " + mode);
+    if (mode == "edge") {
+      array e = front ? take_range(a, ax, 0, 1, s) : take_range(a, ax, n - 1, n, s);
+      return broadcast_to(e, shape, s);
+    }
+    // reflect excludes the edge element, symmetric repeats it.
+    int skip = mode == "reflect" ? 1 : 0;
+    if (count + skip > n) {
+      throw std::invalid_argument("[pad] Padding of " + std::to_string(count) + " with mode " +
+                                  mode + " needs a larger axis (size " + std::to_string(n) + ").");
+    }
+    array piece = front ? take_range(a, ax, skip, skip + count, s)
+                        : take_range(a, ax, n - skip - count, n - skip, s);
+    return flip_axes(piece, {ax}, s);
+  };
+  if (before > 0) parts.push_back(edge_part(before, true));
+  parts.push_back(a);
+  if (after > 0) parts.push_back(edge_part(after, false));
+  return concatenate(parts, ax, s);
+}
+
+array window(int m, const std::vector<double>& coeffs, bool bartlett) {
+  std::vector<float> values(std::max(m, 0));
+  for (int i = 0; i < m; ++i) {
+    double v = 1.0;
+    if (m > 1 && bartlett) {
+      v = 1.0 - std::abs(2.0 * i / (m - 1) - 1.0);
+    } else if (m > 1) {
+      // sum_k (-1)^k c_k cos(2 pi k i / (m - 1))
+      v = 0;
+      for (size_t k = 0; k < coeffs.size(); ++k) {
+        double term = coeffs[k] * std::cos(2.0 * M_PI * k * i / (m - 1));
+        v += k % 2 == 1 ? -term : term;
+      }
+    }
+    values[i] = static_cast<float>(std::max(v, 0.0)); // windows are non-negative
+  }
+  return array(values, {std::max(m, 0)}, float32);
+}
+
+// The typing class ArrayLike wraps any object.
+struct ArrayLikeHolder {
+  nb::object obj;
+};
+
 const char* kStreamSig = "stream: StreamOrDevice = None";
 
 } // namespace
 
 void init_composites(nb::module_& m) {
+  nb::class_<ArrayLikeHolder>(m, "ArrayLike",
+                         "Any Python object with an ``__mlx_array__`` (or ``__loom_array__``)\n"
+                         "method returning an array; such objects are accepted wherever an\n"
+                         "op takes a scalar or an array.")
+      .def(
+          "__init__",
+          [](ArrayLikeHolder* self, nb::handle obj) { new (self) ArrayLikeHolder{nb::borrow(obj)}; },
+          nb::arg());
+
+  m.def(
+      "matrix_transpose",
+      [](const array& a, const StreamArg& s) {
+        if (a.ndim() < 2) {
+          throw std::invalid_argument(
+              "[matrix_transpose] Input array must have at least 2 dimensions.");
+        }
+        return swapaxes(a, -1, -2, s);
+      },
+      nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def matrix_transpose(a: array, /, *, stream: StreamOrDevice = None) -> array"),
+      "Swap the last two axes.");
+
+  m.def(
+      "flip",
+      [](const array& a, const Axis& axis, const StreamArg& s) {
+        return flip_axes(a, axes_or_all(a, axis), s);
+      },
+      nb::arg(), nb::arg("axis") = nb::none(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def flip(a: array, /, axis: None | int | Sequence[int] = None, *, stream: "
+              "StreamOrDevice = None) -> array"),
+      "Reverse the order of elements along the given axes (all by default).");
+
+  auto def_log_base = [&](const char* name, double base) {
+    std::string sig = std::string("def ") + name +
+                      "(a: array, /, *, stream: StreamOrDevice = None) -> array";
+    std::string doc = std::string("Element-wise base-") + (base == 2 ? "2" : "10") +
+                      " logarithm.";
+    m.def(
+        name,
+        [base](const ScalarOrArray& v, const StreamArg& s) {
+          array l = log(to_array(v.obj), s);
+          return divide(l, array(std::log(base), l.dtype()), s);
+        },
+        nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(), nb::sig(sig.c_str()),
+        doc.c_str());
+  };
+  def_log_base("log2", 2.0);
+  def_log_base("log10", 10.0);
+
+  m.def(
+      "round",
+      [](const ScalarOrArray& v, int decimals, const StreamArg& s) {
+        array a = to_array(v.obj);
+        if (!is_inexact(a.dtype())) {
+          if (decimals >= 0) return a;
+          array scale = array(std::pow(10.0, -decimals), float32);
+          array f = astype(a, float32, s);
+          return astype(multiply(round_even(divide(f, scale, s), s), scale, s), a.dtype(), s);
+        }
+        if (decimals == 0) return round_even(a, s);
+        array scale = array(std::pow(10.0, decimals), a.dtype());
+        return divide(round_even(multiply(a, scale, s), s), scale, s);
+      },
+      nb::arg(), nb::arg("decimals") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def round(a: array, /, decimals: int = 0, stream: StreamOrDevice = None) -> array"),
+      "Round to the given number of decimals, halves to even.");
+
+  m.def(
+      "pad",
+      [](const array& a, nb::handle pad_width, const std::string& mode,
+         const ScalarOrArray& constant_values, const StreamArg& s) {
+        if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "symmetric") {
+          throw std::invalid_argument("Invalid padding mode (" + mode +
+                                      ") passed to pad");
+        }
+        auto widths = pad_widths(pad_width, a.ndim());
+        array value = to_array(constant_values.obj, a.dtype());
+        array out = a;
+        for (int ax = 0; ax < a.ndim(); ++ax) {
+          auto [before, after] = widths[ax];
+          if (before < 0 || after < 0) {
+            throw std::invalid_argument("[pad] Padding widths must be non-negative.");
+          }
+          out = pad_axis(out, ax, before, after, mode, value, s);
+        }
+        return out;
+      },
+      nb::arg("a"), nb::arg("pad_width"), nb::arg("mode") = "constant",
+      nb::arg("constant_values") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def pad(a: array, pad_width: int | tuple[int] | tuple[int, int] | list[tuple[int, "
+              "int]], mode: Literal['constant', 'edge', 'reflect', 'symmetric'] = 'constant', "
+              "constant_values: scalar | array = 0, *, stream: StreamOrDevice = None) -> array"),
+      "Pad an array: with ``constant_values``, the edge values, or a mirror\n"
+      "image excluding (``reflect``) or including (``symmetric``) the edge.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    pad_width (int or tuple or list of tuples): ``(before, after)`` per\n"
+      "      axis, or one width or pair for every axis.\n"
+      "    mode (str): ``constant``, ``edge``, ``reflect`` or ``symmetric``.\n"
+      "    constant_values (scalar or array): The fill value of ``constant``.\n\n"
+      "Returns:\n    array: The padded array.");
+
+  m.def(
+      "kron",
+      [](const array& a, const array& b, const StreamArg& s) {
+        int nd = std::max(a.ndim(), b.ndim());
+        Shape sa(nd - a.ndim(), 1), sb(nd - b.ndim(), 1);
+        sa.insert(sa.end(), a.shape().begin(), a.shape().end());
+        sb.insert(sb.end(), b.shape().begin(), b.shape().end());
+        Shape ea, eb, out;
+        for (int i = 0; i < nd; ++i) {
+          ea.push_back(sa[i]);
+          ea.push_back(1);
+          eb.push_back(1);
+          eb.push_back(sb[i]);
+          out.push_back(sa[i] * sb[i]);
+        }
+        return reshape(multiply(reshape(a, ea, s), reshape(b, eb, s), s), out, s);
+      },
+      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def kron(a: array, b: array, *, stream: StreamOrDevice = None) -> array"),
+      "The Kronecker product of two arrays.");
+
+  m.def(
+      "count_nonzero",
+      [](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {
+        array nz = not_equal(a, zeros({}, a.dtype(), s), s);
+        return sum(nz, axes_or_all(a, axis), keepdims, s);
+      },
+      nb::arg(), nb::kw_only(), nb::arg("axis") = nb::none(), nb::arg("keepdims") = false,
+      nb::arg("stream") = nb::none(),
+      nb::sig("def count_nonzero(a: array, /, *, axis: None | int | Sequence[int] = None, "
+              "keepdims: bool = False, stream: StreamOrDevice = None) -> array"),
+      "The number of non-zero elements over the given axes.");
+
+  m.def(
+      "diff",
+      [](const array& a, int n, int axis, const StreamArg& s) {
+        if (n < 0) throw std::invalid_argument("[diff] Order must be non-negative but got " + std::to_string(n) + ".");
+        int ax = normalize_axis(axis, a.ndim(), "diff");
+        array out = a;
+        for (int i = 0; i < n && out.shape(ax) > 0; ++i) {
+          int len = out.shape(ax);
+          out = subtract(take_range(out, ax, 1, len, s), take_range(out, ax, 0, len - 1, s), s);
+        }
+        return out;
+      },
+      nb::arg(), nb::arg("n") = 1, nb::arg("axis") = -1, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      nb::sig("def diff(a: array, /, n: int = 1, axis: int = -1, *, stream: StreamOrDevice = "
+              "None) -> array"),
+      "The ``n``-th discrete difference along an axis.");
+
+  m.def(
+      "asarray",
+      [](nb::handle a, std::optional<Dtype> dtype, nb::handle copy) {
+        if (is_array(a) && (!dtype || *dtype == as_array(a).dtype()) &&
+            (copy.is_none() || !nb::cast<bool>(nb::bool_(copy)))) {
+          return as_array(a);
+        }
+        return array_from_python(a, dtype);
+      },
+      nb::arg("a"), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
+      nb::arg("copy").none() = nb::none(),
+      nb::sig("def asarray(a: scalar | array | Sequence | DLPackCompatible, dtype: Dtype | None = "
+              "None, *, copy: bool | None = None) -> array"),
+      "Convert the input to an array (an array of the right dtype is returned\n"
+      "as it is unless ``copy=True``).");
+
+  m.def(
+      "vecdot",
+      [](const array& a, const array& b, int axis, const StreamArg& s) {
+        return sum(multiply(a, b, s), std::vector<int>{axis}, false, s);
+      },
+      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("axis") = -1, nb::arg("stream") = nb::none(),
+      nb::sig("def vecdot(a: array, b: array, /, *, axis: int = -1, stream: StreamOrDevice = "
+              "None) -> array"),
+      "The dot product of vectors along an axis (inputs broadcast).");
+
+  auto def_window = [&](const char* name, std::vector<double> coeffs, bool bartlett,
+                        const char* doc) {
+    std::string sig = std::string("def ") + name +
+                      "(M: int, *, stream: StreamOrDevice = None) -> array";
+    m.def(
+        name, [coeffs, bartlett](int M, const StreamArg&) { return window(M, coeffs, bartlett); },
+        nb::arg("M"), nb::kw_only(), nb::arg("stream") = nb::none(), nb::sig(sig.c_str()), doc);
+  };
+  def_window("hanning", {0.5, 0.5}, false, "The Hann window of ``M`` points.");
+  def_window("hamming", {0.54, 0.46}, false, "The Hamming window of ``M`` points.");
+  def_window("blackman", {0.42, 0.5, 0.08}, false, "The Blackman window of ``M`` points.");
+  def_window("bartlett", {}, true, "The Bartlett (triangular) window of ``M`` points.");
+
   m.def(
       "positive", [](const array& a, const StreamArg&) { return a; }, nb::arg(), nb::kw_only(),
       nb::arg("stream") = nb::none(),
@@ -408,26 +709,8 @@ void init_composites(nb::module_& m) {
               " *, stream: StreamOrDevice = None) -> array"),
       "``alpha * (a @ b) + beta * c``.");
 
-  m.def(
-      "empty",
-      [](const IntOrInts& shape, std::optional<Dtype> dtype, const StreamArg& s) {
-        return zeros(to_shape(shape), dtype.value_or(float32), s);
-      },
-      nb::arg("shape"), nb::arg("dtype").none() = float32, nb::kw_only(),
-      nb::arg("stream") = nb::none(),
-      nb::sig("def empty(shape: int | Sequence[int], dtype: Dtype | None = float32, *, stream: "
-              "StreamOrDevice = None) -> array"),
-      "An array of the given shape (filled with zeros, like MLX).");
-  m.def(
-      "empty_like",
-      [](const array& a, std::optional<Dtype> dtype, const StreamArg& s) {
-        return zeros(a.shape(), dtype.value_or(a.dtype()), s);
-      },
-      nb::arg(), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
-      nb::arg("stream") = nb::none(),
-      nb::sig("def empty_like(a: array, /, dtype: Dtype | None = None, *, stream: StreamOrDevice "
-              "= None) -> array"),
-      "An array shaped like ``a`` (filled with zeros, like MLX).");
+  m.attr("empty") = m.attr("zeros");
+  m.attr("empty_like") = m.attr("zeros_like");
 
   m.def(
       "contiguous",
