@@ -140,9 +140,12 @@ struct ArrayIterator {
 };
 
 nb::object tuple_of(const Shape& s) {
-  nb::list l;
-  for (auto d : s) l.append(d);
-  return nb::tuple(l);
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  if (t == nullptr) throw nb::python_error();
+  for (size_t i = 0; i < s.size(); ++i) {
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), PyLong_FromLong(s[i]));
+  }
+  return nb::steal(t);
 }
 
 // --- operators ---------------------------------------------------------------
@@ -547,6 +550,33 @@ void init_array(nb::module_& m) {
   LOOM_ARG_REDUCTION_METHOD(argmax);
   LOOM_ARG_REDUCTION_METHOD(argmin);
 #undef LOOM_ARG_REDUCTION_METHOD
+
+  auto all_axes_of = [](const array& a, const Axis& axis) {
+    if (axis) return to_axes(*axis);
+    std::vector<int> axes(a.ndim());
+    for (int i = 0; i < a.ndim(); ++i) axes[i] = i;
+    return axes;
+  };
+  cls.def(
+      "logsumexp",
+      [all_axes_of](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {
+        return logsumexp_op(a, all_axes_of(a, axis), keepdims, s);
+      },
+      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(), stream_arg(),
+      "See :func:`logsumexp`.");
+  for (bool root : {false, true}) {
+    cls.def(
+        root ? "std" : "var",
+        [all_axes_of, root](const array& a, const Axis& axis, bool keepdims, int ddof,
+                            std::optional<int> correction, const StreamArg& s) {
+          array v = var_op(a, all_axes_of(a, axis), keepdims, correction.value_or(ddof), s);
+          return root ? sqrt(v, s) : v;
+        },
+        nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::arg("ddof") = 0,
+        nb::kw_only(), nb::arg("correction").none() = nb::none(), stream_arg(),
+        root ? "See :func:`std` (``correction`` is another name for ``ddof``)."
+             : "See :func:`var` (``correction`` is another name for ``ddof``).");
+  }
 
   cls.def(
          "reshape",

@@ -147,7 +147,7 @@ void init_devices(nb::module_& m) {
       .def("__enter__", [](StreamContext& c) { enter(c); })
       .def("__exit__", [](StreamContext& c, nb::args) { exit(c); });
 
-  m.def("default_device", &default_device, nb::sig("def default_device() -> Device"),
+  m.def("default_device", &default_device, nb::sig("def default_device() -> loom.core.Device"),
         "The device operations run on when they are given no stream.");
 
   m.def(
@@ -210,7 +210,7 @@ void init_devices(nb::module_& m) {
         set_default_stream(s);
         set_default_device(d);
       },
-      nb::arg("stream"), nb::sig("def set_default_stream(stream: Stream) -> None"),
+      nb::arg("stream"), nb::sig("def set_default_stream(stream: loom.core.Stream) -> None"),
       "Make a stream the default stream of its device. The default device does\n"
       "not change.\n\n"
       "Args:\n    stream (Stream): The new default stream.");
@@ -232,7 +232,8 @@ void init_devices(nb::module_& m) {
         return c;
       },
       nb::arg("s"),
-      nb::sig("def stream(s: Stream | ThreadLocalStream | Device | DeviceType) -> StreamContext"),
+      nb::sig("def stream(s: loom.core.Stream | loom.core.ThreadLocalStream | loom.core.Device | "
+              "loom.core.DeviceType) -> loom.core.StreamContext"),
       "A context manager that sets the default device and stream.\n\n"
       "Example:\n"
       "    >>> with mx.stream(mx.cpu):\n"
@@ -251,8 +252,8 @@ void init_devices(nb::module_& m) {
         }
       },
       nb::arg("stream") = nb::none(),
-      nb::sig("def synchronize(stream: Stream | ThreadLocalStream | Device | DeviceType | None = "
-              "None) -> None"),
+      nb::sig("def synchronize(stream: loom.core.Stream | loom.core.ThreadLocalStream | "
+              "loom.core.Device | loom.core.DeviceType | None = None) -> None"),
       "Wait until the work already queued on a stream has run.\n\n"
       "Args:\n"
       "    stream (Stream, optional): The stream; a device means its default\n"
@@ -267,7 +268,7 @@ void init_devices(nb::module_& m) {
       nb::sig("def clear_streams() -> None"), "Destroy the streams made on the calling thread.");
 
   m.def("device_count", &device_count, nb::arg("device_type"),
-        nb::sig("def device_count(device_type: DeviceType) -> int"),
+        nb::sig("def device_count(device_type: loom.core.DeviceType) -> int"),
         "The number of available devices of a type.");
 
   m.def(

@@ -106,6 +106,7 @@ NB_MODULE(core, m) {
   init_printing(m);
   init_array(m);
   init_ops(m);
+  init_composites(m);
   init_random(m);
   init_transforms(m);
 

@@ -28,9 +28,11 @@ std::string binary_doc(const char* summary) {
 // Element-wise unary op taking a scalar or an array.
 void def_unary(nb::module_& m, const char* name, UnaryFn fn, const char* summary,
                bool scalar_input = true, bool pos_only_marker = true) {
-  std::string sig = std::string("def ") + name + "(a: " + (scalar_input ? "scalar | " : "") +
-                    "array" + (pos_only_marker ? ", /, *," : ",") +
-                    " stream: StreamOrDevice = None) -> array";
+  // MLX documents `a: array` although the element-wise ops accept scalars;
+  // bitwise_invert alone says so.
+  std::string sig = std::string("def ") + name + "(a: " +
+                    (std::string(name) == "bitwise_invert" ? "scalar | " : "") + "array" +
+                    (pos_only_marker ? ", /, *," : ",") + " stream: StreamOrDevice = None) -> array";
   std::string doc = unary_doc(summary);
   if (scalar_input) {
     m.def(
@@ -207,8 +209,6 @@ void init_ops(nb::module_& m) {
              "Element-wise remainder of floor division; takes the sign of ``b``.");
   def_binary(m, "power", LOOM_BINARY_FN(power), "Element-wise power, ``a ** b``.",
              "a: scalar | array, b: scalar | array, /, *");
-  def_binary(m, "pow", LOOM_BINARY_FN(power), "Element-wise power, ``a ** b``.",
-             "a: scalar | array, b: scalar | array, /, *");
   def_binary(m, "maximum", LOOM_BINARY_FN(maximum), "Element-wise maximum (NaN propagates).",
              "a: scalar | array, b: scalar | array, /, *");
   def_binary(m, "minimum", LOOM_BINARY_FN(minimum), "Element-wise minimum (NaN propagates).",
@@ -231,9 +231,10 @@ void init_ops(nb::module_& m) {
              "Element-wise bitwise xor of integers or booleans.");
   def_binary(m, "left_shift", LOOM_BINARY_FN(left_shift), "Element-wise left shift, ``a << b``.");
   def_binary(m, "right_shift", LOOM_BINARY_FN(right_shift), "Element-wise right shift, ``a >> b``.");
-  def_binary(m, "bitwise_left_shift", LOOM_BINARY_FN(left_shift), "Element-wise left shift, ``a << b``.");
-  def_binary(m, "bitwise_right_shift", LOOM_BINARY_FN(right_shift),
-             "Element-wise right shift, ``a >> b``.");
+  // MLX's aliases are the same function objects.
+  m.attr("pow") = m.attr("power");
+  m.attr("bitwise_left_shift") = m.attr("left_shift");
+  m.attr("bitwise_right_shift") = m.attr("right_shift");
 
   m.def(
       "logical_xor",
@@ -242,7 +243,8 @@ void init_ops(nb::module_& m) {
         return not_equal(astype(x, bool_, s), astype(y, bool_, s), s);
       },
       nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
-      nb::sig("def logical_xor(a: array, b: array, /, *, stream: StreamOrDevice = None) -> array"),
+      nb::sig("def logical_xor(a: scalar | array, b: scalar | array, /, *, stream: StreamOrDevice = "
+              "None) -> array"),
       binary_doc("Element-wise logical xor.").c_str());
 
   m.def(
@@ -539,7 +541,7 @@ void init_ops(nb::module_& m) {
   m.def(
       "astype",
       [](const array& a, const Dtype& dtype, const StreamArg& s) { return astype(a, dtype, s); },
-      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("dtype"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def astype(a: array, dtype: Dtype, /, *, stream: StreamOrDevice = None) -> array"),
       "Convert an array to a dtype.\n\n"
       "Args:\n    a (array): Input array.\n    dtype (Dtype): The new dtype.\n\n"

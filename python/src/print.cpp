@@ -123,7 +123,7 @@ void init_printing(nb::module_& m) {
       .def_rw("precision", &PrintOptions::precision);
 
   m.def("get_printoptions", [] { return PrintOptions{g_precision}; },
-        nb::sig("def get_printoptions() -> PrintOptions"),
+        nb::sig("def get_printoptions() -> loom.core.PrintOptions"),
         "Return the current array printing options.\n\n"
         "Returns:\n    PrintOptions: The options used when printing arrays.");
 
@@ -147,7 +147,7 @@ void init_printing(nb::module_& m) {
   m.def(
       "printoptions", [](int precision) { return PrintOptionsContext{precision, -1}; },
       nb::arg("precision") = -1,
-      nb::sig("def printoptions(precision: int = -1) -> _PrintOptionsContext"),
+      nb::sig("def printoptions(precision: int = -1) -> loom.core._PrintOptionsContext"),
       "Context manager that sets the print options inside a ``with`` block.\n\n"
       "Example:\n"
       "    >>> with mx.printoptions(precision=2):\n"

@@ -116,11 +116,17 @@ void init_memory(nb::module_& m);
 void init_array(nb::module_& m);
 void init_printing(nb::module_& m);
 void init_ops(nb::module_& m);
+void init_composites(nb::module_& m);
 void init_random(nb::module_& m);
 
 // Indexing (indexing.cpp).
 array get_item(const array& a, nb::handle index);
 void set_item(array& a, nb::handle index, nb::handle value);
+
+// Composite ops shared by functions and methods (composites.cpp).
+array logsumexp_op(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s);
+array var_op(const array& a, const std::vector<int>& axes, bool keepdims, int ddof,
+             StreamOrDevice s);
 
 // The Python handle of the `loom.core` module (for __array_namespace__).
 nb::module_ core_module();
@@ -133,7 +139,7 @@ template <>
 struct type_caster<loom::bindings::StreamArg> {
   NB_TYPE_CASTER(loom::bindings::StreamArg,
                  const_name("loom.core.Stream | loom.core.ThreadLocalStream | loom.core.Device | "
-                            "loom.core.DeviceType | None"))
+                            "loom.core.DeviceType"))
   bool from_python(handle src, uint8_t flags, cleanup_list* cleanup) noexcept;
   static handle from_cpp(const loom::bindings::StreamArg&, rv_policy, cleanup_list*) noexcept {
     return none().release();
