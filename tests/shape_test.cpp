@@ -10,6 +10,7 @@
 #include "loom/primitives/primitive.h"
 #include "loom/primitives/shape.h"
 #include "loom/scheduler/scheduler.h"
+#include "loom/transforms/transforms.h"
 
 using namespace loom;
 
@@ -146,6 +147,7 @@ TEST(ShapeFlatten, AxesAndClamping) {
   EXPECT_EQ(flatten(b, 0, 1).shape(), (Shape{6, 4}));
   EXPECT_EQ(flatten(array(1.0f)).shape(), (Shape{1}));
   EXPECT_EQ(flatten(zeros({2, 0, 3}), 0, 1).shape(), (Shape{0, 3}));
+  EXPECT_EQ(flatten(zeros({0, 2, 3}), 1, 2).shape(), (Shape{0, 6}));
   EXPECT_EQ(error_of<std::invalid_argument>([&] { flatten(b, 3, 4); }),
             "[flatten] start_axis must be less than or equal to end_axis");
   EXPECT_EQ(error_of<std::invalid_argument>([&] { flatten(b, 0, -5); }),
@@ -507,6 +509,9 @@ TEST(ShapeSplit, Errors) {
   EXPECT_EQ(error_of<std::invalid_argument>([&] { split(a, 2, 1); }),
             "Array split does not result in sub arrays with equal size: attempting 2 splits "
             "along axis 1 for shape (2,3).");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { split(a, 2, -1); }),
+            "Array split does not result in sub arrays with equal size: attempting 2 splits "
+            "along axis -1 for shape (2,3).");
   EXPECT_EQ(error_of<std::invalid_argument>([&] { split(a, 0, 1); }),
             "[split] num_splits must be positive and non-zero but got 0.");
   EXPECT_EQ(error_of<std::out_of_range>([&] { split(a, 3, 2); }),
@@ -615,4 +620,181 @@ TEST(ShapeEmpty, EmptyArraysEverywhere) {
   EXPECT_EQ(values<float>(copy(e)).size(), 0u);
   EXPECT_EQ(values<float>(concatenate({e, e}, 1)).size(), 0u);
   EXPECT_EQ(values<float>(expand_dims(e, 0)).size(), 0u);
+}
+
+// --- differentiation and vectorisation rules -------------------------------------------
+
+namespace {
+
+// vjp of a one-input, one-output function with the given cotangent.
+array vjp1(const std::function<array(const array&)>& f, const array& x, const array& cot) {
+  auto [outs, grads] =
+      vjp([&](const std::vector<array>& in) { return std::vector<array>{f(in[0])}; }, {x}, {cot});
+  return grads[0];
+}
+
+array jvp1(const std::function<array(const array&)>& f, const array& x, const array& tan) {
+  auto [outs, tans] =
+      jvp([&](const std::vector<array>& in) { return std::vector<array>{f(in[0])}; }, {x}, {tan});
+  return tans[0];
+}
+
+// vmap over axis `in_axis` of x, result batched at axis 0.
+array vmap1(const std::function<array(const array&)>& f, const array& x, int in_axis) {
+  auto g = vmap([&](const std::vector<array>& in) { return std::vector<array>{f(in[0])}; },
+                {in_axis}, {0});
+  return g({x})[0];
+}
+
+// Stacks f applied to each slice of x along `axis` (the reference for vmap).
+array loop_map(const std::function<array(const array&)>& f, const array& x, int axis) {
+  std::vector<array> outs;
+  for (int i = 0; i < x.shape(axis); ++i) {
+    Shape start(x.ndim(), 0), stop = x.shape(), step(x.ndim(), 1);
+    start[axis] = i;
+    stop[axis] = i + 1;
+    outs.push_back(f(squeeze(slice(x, start, stop, step), {axis})));
+  }
+  return stack(outs, 0);
+}
+
+} // namespace
+
+TEST(ShapeTransforms, ViewOpsVjpAndJvpInvertTheLayout) {
+  array x = iota({2, 3, 4});
+  auto check = [&](const std::function<array(const array&)>& f) {
+    array y = f(x);
+    array cot = iota(y.shape());
+    array g = vjp1(f, x, cot);
+    EXPECT_EQ(g.shape(), x.shape());
+    // For a permutation of elements, <cot, f(t)> = <vjp(cot), t> with t = x.
+    auto gv = values<float>(astype(g, float32));
+    auto xv = values<float>(x);
+    auto yv = values<float>(astype(y, float32));
+    auto cv = values<float>(astype(cot, float32));
+    double lhs = 0, rhs = 0;
+    for (size_t i = 0; i < yv.size(); ++i) lhs += double(cv[i]) * yv[i];
+    for (size_t i = 0; i < xv.size(); ++i) rhs += double(gv[i]) * xv[i];
+    EXPECT_EQ(lhs, rhs);
+    EXPECT_EQ(values<float>(astype(jvp1(f, x, x), float32)), yv); // linear: jvp(x) = f(x)
+  };
+  check([](const array& a) { return reshape(a, {4, 6}); });
+  check([](const array& a) { return transpose(a, {2, 0, 1}); });
+  check([](const array& a) { return moveaxis(a, 0, -1); });
+  check([](const array& a) { return swapaxes(a, 0, 1); });
+  check([](const array& a) { return expand_dims(a, {0, 3}); });
+  check([](const array& a) { return squeeze(expand_dims(a, 1), {1}); });
+  check([](const array& a) { return flatten(transpose(a), 1); });
+  check([](const array& a) { return astype(a, float64); });
+  check([](const array& a) { return copy(a); });
+  check([](const array& a) { return concatenate({zeros_like(a), a}, 1); });
+}
+
+TEST(ShapeTransforms, BroadcastVjpSums) {
+  array x = iota({3, 1});
+  array g = vjp1([](const array& a) { return broadcast_to(a, {2, 3, 4}); }, x, ones({2, 3, 4}));
+  EXPECT_EQ(g.shape(), (Shape{3, 1}));
+  EXPECT_EQ(values<float>(g), (std::vector<float>{8, 8, 8}));
+  array h = vjp1([](const array& a) { return full({2, 3}, a); }, array(1.0f), iota({2, 3}));
+  EXPECT_EQ(values<float>(h), (std::vector<float>{15}));
+  EXPECT_EQ(values<float>(jvp1(
+                [](const array& a) {
+                  return broadcast_to(a, {2, 3, 1});
+                },
+                x, array({1.0f, 2.0f, 3.0f}, {3, 1}))),
+            (std::vector<float>{1, 2, 3, 1, 2, 3}));
+}
+
+TEST(ShapeTransforms, SliceAndSliceUpdate) {
+  array x = iota({4, 5});
+  auto sl = [](const array& a) {
+    return slice(a, {3, 0}, {-1, 5}, {-2, 2});
+  }; // rows 3,1; cols 0,2,4
+  array g = vjp1(sl, x, ones({2, 3}));
+  std::vector<float> expect(20, 0.0f);
+  for (int r : {3, 1})
+    for (int c : {0, 2, 4}) expect[r * 5 + c] = 1;
+  EXPECT_EQ(values<float>(g), expect);
+  EXPECT_EQ(values<float>(jvp1(sl, x, x)), values<float>(sl(x)));
+
+  array upd = array({-1.0f, -2.0f}, {1, 2});
+  auto fn = [](const std::vector<array>& in) {
+    return std::vector<array>{slice_update(in[0], in[1], {1, 1}, {2, 3}, {1, 1})};
+  };
+  auto [outs, grads] = vjp(fn, {x, upd}, {iota({4, 5})});
+  std::vector<float> ga = values<float>(iota({4, 5}));
+  ga[6] = ga[7] = 0; // the overwritten region gets nothing
+  EXPECT_EQ(values<float>(grads[0]), ga);
+  EXPECT_EQ(values<float>(grads[1]), (std::vector<float>{6, 7}));
+  auto [o2, tans] = jvp(fn, {x, upd}, {zeros({4, 5}), ones({1, 2})});
+  std::vector<float> t(20, 0.0f);
+  t[6] = t[7] = 1;
+  EXPECT_EQ(values<float>(tans[0]), t);
+}
+
+TEST(ShapeTransforms, SplitVjpFillsMissingCotangents) {
+  array x = iota({2, 6});
+  auto fn = [](const std::vector<array>& in) {
+    auto parts = split(in[0], 3, 1);
+    return std::vector<array>{parts[0], parts[2]}; // the middle piece is unused
+  };
+  auto [outs, grads] = vjp(fn, {x}, {ones({2, 2}), full({2, 2}, array(2.0f))});
+  EXPECT_EQ(values<float>(grads[0]), (std::vector<float>{1, 1, 0, 0, 2, 2, 1, 1, 0, 0, 2, 2}));
+  auto [o2, tans] = jvp(fn, {x}, {x});
+  EXPECT_EQ(values<float>(tans[1]), (std::vector<float>{4, 5, 10, 11}));
+  // Concatenate's vjp hands each input its slice.
+  auto cat = [](const std::vector<array>& in) {
+    return std::vector<array>{concatenate({in[0], in[1]}, 0)};
+  };
+  auto [o3, g3] = vjp(cat, {iota({1, 2}), iota({2, 2})}, {iota({3, 2})});
+  EXPECT_EQ(values<float>(g3[0]), (std::vector<float>{0, 1}));
+  EXPECT_EQ(values<float>(g3[1]), (std::vector<float>{2, 3, 4, 5}));
+}
+
+TEST(ShapeTransforms, AsTypeVjpCastsBack) {
+  array x = array({1.5f, 2.5f});
+  array g = vjp1([](const array& a) { return astype(a, float16); }, x,
+                 astype(array({1.0f, 3.0f}), float16));
+  EXPECT_EQ(g.dtype(), float32);
+  EXPECT_EQ(values<float>(g), (std::vector<float>{1, 3}));
+}
+
+TEST(ShapeTransforms, VmapMatchesLoops) {
+  array x = iota({3, 4, 5});
+  auto check = [&](const std::function<array(const array&)>& f, int axis) {
+    array got = vmap1(f, x, axis);
+    array want = loop_map(f, x, axis);
+    EXPECT_EQ(got.shape(), want.shape());
+    EXPECT_EQ(values<float>(got), values<float>(want));
+  };
+  for (int axis : {0, 1, 2}) {
+    check([](const array& a) { return reshape(a, {-1}); }, axis);
+    check([](const array& a) { return transpose(a); }, axis);
+    check(
+        [](const array& a) {
+          return broadcast_to(expand_dims(a, 1), {a.shape(0), 3, a.shape(1)});
+        },
+        axis);
+    check([](const array& a) { return broadcast_to(a, {2, a.shape(0), a.shape(1)}); }, axis);
+    check([](const array& a) { return expand_dims(a, {0, 2}); }, axis);
+    check([](const array& a) { return squeeze(expand_dims(a, 1), {1}); }, axis);
+    check([](const array& a) { return slice(a, {1, 0}, {a.shape(0), a.shape(1)}, {2, 1}); }, axis);
+    check(
+        [](const array& a) {
+          return slice_update(a, array(-1.0f), {0, 1}, {1, 2}, {1, 1});
+        },
+        axis);
+    check([](const array& a) { return concatenate({a, iota(a.shape())}, 1); }, axis);
+    check([](const array& a) { return split(a, Shape{1}, 1)[1]; }, axis);
+    check([](const array& a) { return astype(a, int32); }, axis);
+    check([](const array& a) { return copy(a); }, axis);
+  }
+  // Unbatched slice_update target with a batched update.
+  array base = zeros({4});
+  auto g = vmap(
+      [&](const std::vector<array>& in) {
+        return std::vector<array>{slice_update(base, in[0], {1}, {3}, {1})};
+      },
+      {0}, {0});
+  EXPECT_EQ(values<float>(g({iota({2, 2})})[0]), (std::vector<float>{0, 0, 1, 0, 0, 2, 3, 0}));
 }

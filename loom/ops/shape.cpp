@@ -124,12 +124,10 @@ array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
   }
   if (start == end) return a;
   Shape shape(a.shape().begin(), a.shape().begin() + start);
-  shape.push_back(-1);
+  int32_t merged = 1;
+  for (int d = start; d <= end; ++d) merged *= a.shape()[d];
+  shape.push_back(merged);
   shape.insert(shape.end(), a.shape().begin() + end + 1, a.shape().end());
-  if (a.size() == 0) {
-    // -1 cannot be inferred for empty arrays; the product is 0 anyway.
-    shape[start] = 0;
-  }
   return reshape(a, std::move(shape), s);
 }
 
@@ -355,7 +353,7 @@ std::vector<array> split(const array& a, int num_splits, int axis, StreamOrDevic
   if (dim % num_splits != 0) {
     throw std::invalid_argument(
         "Array split does not result in sub arrays with equal size: attempting " +
-        std::to_string(num_splits) + " splits along axis " + std::to_string(ax) + " for shape " +
+        std::to_string(num_splits) + " splits along axis " + std::to_string(axis) + " for shape " +
         shape_to_string(a.shape()) + ".");
   }
   Shape indices;

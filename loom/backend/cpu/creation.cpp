@@ -75,7 +75,8 @@ void Arange::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) {
     } else {
       cpu::parallel_for(n, kGrain, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
-          dst[i] = convert<T>(start_ + static_cast<double>(i) * step_);
+          // i == 0 separately: 0 * an infinite step is NaN.
+          dst[i] = convert<T>(i == 0 ? start_ : start_ + static_cast<double>(i) * step_);
         }
       });
     }
@@ -83,9 +84,10 @@ void Arange::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) {
 }
 
 // MLX computes linspace with separate float32 multiplies and an add; keep the
-// compiler from fusing them so the rounding (and the values) match.
-__attribute__((optimize("fp-contract=off"))) static void linspace_f32(float* dst, size_t n,
-                                                                      float start, float stop) {
+// compiler from fusing them (in the parallel body too) so the values match.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+static void linspace_f32(float* dst, size_t n, float start, float stop) {
   if (n == 1) {
     dst[0] = start;
     return;
@@ -94,12 +96,11 @@ __attribute__((optimize("fp-contract=off"))) static void linspace_f32(float* dst
   cpu::parallel_for(n, kGrain, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       float t = static_cast<float>(i) / denom;
-      float lo = (1.0f - t) * start;
-      float hi = t * stop;
-      dst[i] = lo + hi;
+      dst[i] = (1.0f - t) * start + t * stop;
     }
   });
 }
+#pragma GCC pop_options
 
 void Linspace::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) {
   array& out = outputs[0];
