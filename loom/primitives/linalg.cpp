@@ -63,11 +63,13 @@ std::vector<array> Matmul::vjp(const std::vector<array>& primals,
   std::vector<array> grads;
   for (int arg : argnums) {
     if (arg == 0) {
-      array g = matmul(cot, swapaxes(b2, -1, -2), stream());
-      grads.push_back(sum_to_shape(g, a.shape()));
+      // Reduce to the promoted matrix shape first; a 1-D operand then drops
+      // its added axis.
+      array g = sum_to_shape(matmul(cot, swapaxes(b2, -1, -2), stream()), a2.shape());
+      grads.push_back(g.shape() == a.shape() ? g : reshape(g, a.shape()));
     } else {
-      array g = matmul(swapaxes(a2, -1, -2), cot, stream());
-      grads.push_back(sum_to_shape(g, b.shape()));
+      array g = sum_to_shape(matmul(swapaxes(a2, -1, -2), cot, stream()), b2.shape());
+      grads.push_back(g.shape() == b.shape() ? g : reshape(g, b.shape()));
     }
   }
   return grads;
