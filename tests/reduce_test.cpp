@@ -585,15 +585,15 @@ TEST(Reduce, AxisErrors) {
     EXPECT_THROW(f(a), std::out_of_range);
   }
   // MLX's wording, without the op name.
-  expect_error([&] { sum(a, Axes{3}); }, "Invalid axis 3 for array with 2 dimensions.");
-  expect_error([&] { max(a, Axes{-3}); }, "Invalid axis -3 for array with 2 dimensions.");
-  expect_error([&] { argmax(a, 2); }, "Invalid axis 2 for array with 2 dimensions.");
+  expect_error([&] { sum(a, Axes{3}); }, "[sum] Invalid axis 3 for array with 2 dimensions.");
+  expect_error([&] { max(a, Axes{-3}); }, "[max] Invalid axis -3 for array with 2 dimensions.");
+  expect_error([&] { argmax(a, 2); }, "[argmax] Invalid axis 2 for array with 2 dimensions.");
   EXPECT_THROW(argmin(a, -3), std::out_of_range);
   expect_error([&] { mean(a, Axes{3}); },
                "[mean] axis 3 is out of bounds for array with 2 dimensions.");
   EXPECT_THROW(mean(a, Axes{-3}), std::out_of_range);
-  expect_error([&] { sum(a, Axes{0, 0}); }, "Duplicate axes detected in reduction.");
-  expect_error([&] { any(a, Axes{1, -1}); }, "Duplicate axes detected in reduction.");
+  expect_error([&] { sum(a, Axes{0, 0}); }, "[sum] Duplicate axes detected in reduction.");
+  expect_error([&] { any(a, Axes{1, -1}); }, "[any] Duplicate axes detected in reduction.");
   EXPECT_THROW(mean(a, Axes{1, -1}), std::invalid_argument);
   EXPECT_THROW(sum(array(1.0f), Axes{0}), std::out_of_range);
 }
