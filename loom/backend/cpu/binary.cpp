@@ -31,6 +31,7 @@ constexpr bool is_inexact_v = is_real_v<C> || is_complex_v<C>;
 inline bool lex_less(complex64_t x, complex64_t y) {
   return x.real() < y.real() || (x.real() == y.real() && x.imag() < y.imag());
 }
+inline bool is_nan(complex64_t x) { return x.real() != x.real() || x.imag() != x.imag(); }
 inline bool lex_less_equal(complex64_t x, complex64_t y) {
   return x.real() < y.real() || (x.real() == y.real() && x.imag() <= y.imag());
 }
@@ -164,7 +165,8 @@ struct PowerOp {
   }
 };
 
-// NaN propagates from either side; complex numbers compare lexicographically.
+// NaN propagates from either side (for complex numbers, which compare
+// lexicographically, only from the first, as in MLX).
 struct MaximumOp {
   template <typename C>
   static constexpr bool supports = true;
@@ -173,7 +175,7 @@ struct MaximumOp {
     if constexpr (is_bool_v<C>)
       return x || y;
     else if constexpr (is_complex_v<C>)
-      return lex_less(y, x) ? x : y;
+      return (lex_less(y, x) || is_nan(x)) ? x : y;
     else if constexpr (is_real_v<C>)
       return (x > y || x != x) ? x : y;
     else
@@ -189,7 +191,7 @@ struct MinimumOp {
     if constexpr (is_bool_v<C>)
       return x && y;
     else if constexpr (is_complex_v<C>)
-      return lex_less(x, y) ? x : y;
+      return (lex_less(x, y) || is_nan(x)) ? x : y;
     else if constexpr (is_real_v<C>)
       return (x < y || x != x) ? x : y;
     else
