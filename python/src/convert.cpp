@@ -381,6 +381,19 @@ void scan(nb::handle h, int depth, ListScan& st) {
 }
 
 template <typename T>
+Dtype dtype_of() {
+  if constexpr (std::is_same_v<T, bool>) return bool_;
+  else if constexpr (std::is_same_v<T, uint8_t>) return uint8;
+  else if constexpr (std::is_same_v<T, uint16_t>) return uint16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return uint32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return uint64;
+  else if constexpr (std::is_same_v<T, int8_t>) return int8;
+  else if constexpr (std::is_same_v<T, int16_t>) return int16;
+  else if constexpr (std::is_same_v<T, int32_t>) return int32;
+  else return int64;
+}
+
+template <typename T>
 T python_scalar_as(nb::handle h) {
   PyObject* p = h.ptr();
   if (PyBool_Check(p)) return convert<T>(p == Py_True);
@@ -393,7 +406,7 @@ T python_scalar_as(nb::handle h) {
     } else {
       PyInt v = read_int(h, int64);
       if (v.is_unsigned) {
-        if constexpr (!std::is_same_v<T, uint64_t>) overflow_error(h, array::default_dtype_of<T>());
+        if constexpr (!std::is_same_v<T, uint64_t>) overflow_error(h, dtype_of<T>());
         return convert<T>(v.u);
       }
       return convert<T>(v.i);
@@ -525,8 +538,10 @@ std::pair<array, array> to_arrays(nb::handle a, nb::handle b) {
 array array_from_python(nb::handle v, std::optional<Dtype> dtype) {
   PyObject* p = v.ptr();
   if (is_array(v)) {
+    // A new array, not a view: writes through the buffer protocol must not
+    // reach the original (as in MLX).
     const array& a = as_array(v);
-    return dtype && *dtype != a.dtype() ? astype(a, *dtype) : a;
+    return dtype && *dtype != a.dtype() ? astype(a, *dtype) : copy(a);
   }
   if (PyBool_Check(p)) return array(p == Py_True, dtype.value_or(bool_));
   if (PyLong_Check(p)) {
