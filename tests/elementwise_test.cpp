@@ -214,15 +214,15 @@ TEST(ElementwiseUnary, Float64Values) {
   check(rsqrt(abs(a)), [](double v) { return 1.0 / std::sqrt(std::fabs(v)); });
 }
 
-TEST(ElementwiseUnary, ExpAndErfAccuracyOverTheRange) {
-  // A dense sweep through float32 (subnormal results and overflow included),
-  // large enough to run on several threads.
+TEST(ElementwiseUnary, VectorisedFloat32MathIsAccurate) {
+  // exp, erf, tanh and log of float32 are polynomial kernels, not libm: a
+  // dense sweep (subnormal results and overflow included), large enough to
+  // run on several threads, must stay within 2 ulp.
   std::vector<float> x;
   for (double v = -110.0; v <= 90.0; v += 0.00071) x.push_back(static_cast<float>(v));
   array a(x, {static_cast<int>(x.size())});
-  auto e = values<float>(exp(a));
-  auto f = values<float>(erf(a));
   auto ulps = [](float got, double ref) {
+    if (std::isnan(ref)) return std::isnan(got) ? 0.0 : 1e9;
     float r = static_cast<float>(ref);
     if (std::isinf(r)) return std::isinf(got) && (got > 0) == (r > 0) ? 0.0 : 1e9;
     double ulp = std::fabs(r) < std::numeric_limits<float>::min()
@@ -230,13 +230,34 @@ TEST(ElementwiseUnary, ExpAndErfAccuracyOverTheRange) {
                      : std::ldexp(1.0, std::ilogb(r) - 23);
     return std::fabs(static_cast<double>(got) - ref) / ulp;
   };
-  double worst_exp = 0, worst_erf = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    worst_exp = std::max(worst_exp, ulps(e[i], std::exp(static_cast<double>(x[i]))));
-    worst_erf = std::max(worst_erf, ulps(f[i], std::erf(static_cast<double>(x[i]))));
+  auto worst = [&](array r, double (*ref)(double)) {
+    auto got = values<float>(r);
+    double w = 0;
+    for (size_t i = 0; i < x.size(); ++i) w = std::max(w, ulps(got[i], ref(x[i])));
+    return w;
+  };
+  EXPECT_LE(worst(exp(a), [](double v) { return std::exp(v); }), 2.0);
+  EXPECT_LE(worst(erf(a), [](double v) { return std::erf(v); }), 2.0);
+  EXPECT_LE(worst(tanh(a), [](double v) { return std::tanh(v); }), 2.0);
+  EXPECT_LE(worst(log(a), [](double v) { return std::log(v); }), 2.0);
+  std::vector<float> tiny = {1e-45f, 3e-39f, 1.1754942e-38f, 1e-30f, 0.7071f, 1.0f, 1.0001f, 3e38f};
+  array ta(tiny, {static_cast<int>(tiny.size())});
+  auto lg = values<float>(log(ta));
+  for (size_t i = 0; i < tiny.size(); ++i) {
+    EXPECT_LE(ulps(lg[i], std::log(static_cast<double>(tiny[i]))), 2.0) << tiny[i];
   }
-  EXPECT_LE(worst_exp, 2.0);
-  EXPECT_LE(worst_erf, 2.0);
+  auto special = values<float>(log(array({0.0f, -0.0f, -1.0f, kInf, kNan})));
+  EXPECT_EQ(special[0], -kInf);
+  EXPECT_EQ(special[1], -kInf);
+  EXPECT_TRUE(std::isnan(special[2]));
+  EXPECT_EQ(special[3], kInf);
+  EXPECT_TRUE(std::isnan(special[4]));
+  auto th = values<float>(tanh(array({kInf, -kInf, kNan, -0.0f, 1e-30f})));
+  EXPECT_EQ(th[0], 1.0f);
+  EXPECT_EQ(th[1], -1.0f);
+  EXPECT_TRUE(std::isnan(th[2]));
+  EXPECT_TRUE(std::signbit(th[3]));
+  EXPECT_EQ(th[4], 1e-30f);
   // Special values.
   auto s = values<float>(exp(array({kNan, kInf, -kInf, 0.0f, 88.7f, 89.0f})));
   EXPECT_TRUE(std::isnan(s[0]));
@@ -783,6 +804,15 @@ TEST(ElementwiseLayout, KernelsHandleStridesAndBroadcasts) {
   array cols = view(m, {3, 2}, {4, 2});
   EXPECT_EQ(values<float>(make_unary(UnaryOp::Negative, cols, s)),
             (std::vector<float>{-0.0f, -2, -4, -6, -8, -10}));
+  // A reversed view (negative stride), however it is flagged.
+  array v4({1.0f, 2.0f, 3.0f, 4.0f});
+  for (bool flagged : {false, true}) {
+    array rev = view(v4, {4}, {-1}, Flags{flagged, flagged, flagged}, 3);
+    EXPECT_EQ(values<float>(make_unary(UnaryOp::Square, rev, s)),
+              (std::vector<float>{16, 9, 4, 1}));
+    EXPECT_EQ(values<float>(make_binary(BinaryOp::Subtract, rev, v4, s)),
+              (std::vector<float>{3, 1, -1, -3}));
+  }
   // A row broadcast down (stride 0 along the first axis) and a column
   // broadcast across, in one op.
   array row = view(array({1.0f, 2.0f, 3.0f, 4.0f}), {3, 4}, {0, 1});

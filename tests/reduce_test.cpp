@@ -428,6 +428,78 @@ TEST(Reduce, LargeArraysUseEveryPath) {
   check(Op::Any, flags, {1}, false, 0, "any");
 }
 
+TEST(Reduce, EveryKernelShape) {
+  // Short rows (fixed and other widths), narrow columns (periodic lanes, with
+  // and without a lane count that fills the vector), wide columns of adjacent
+  // and of distant rows, and long runs, for several types.
+  const std::vector<std::pair<Shape, std::vector<int>>> cases = {
+      {{999, 2}, {1}},        {{999, 3}, {1}},     {{999, 4}, {1}},      {{999, 8}, {1}},
+      {{999, 13}, {1}},       {{999, 64}, {1}},    {{999, 4}, {0}},      {{999, 7}, {0}},
+      {{999, 16}, {0}},       {{6, 50, 100}, {1}}, {{6, 50, 5000}, {1}}, {{7, 9, 3}, {0, 2}},
+      {{5000, 3, 2}, {0, 2}}, {{2, 70000}, {1}},   {{70000, 2}, {0}},    {{3, 5000, 3}, {1}},
+      {{40, 1700}, {0}},      {{1700, 40}, {1}}};
+  for (Dtype dt : {float32, int32, float16, bfloat16, float64, uint8}) {
+    const bool fp = is_floating_point(dt);
+    double tol = (dt == float16 || dt == bfloat16) ? 1e-2 : 1e-5;
+    for (const auto& [shape, axes] : cases) {
+      array a = random_array(shape, dt, 71, fp ? -4 : 0, 4, true);
+      for (Op op : {Op::Sum, Op::Max, Op::Min, Op::Any}) {
+        check(op, a, axes, false, op == Op::Sum ? tol : 0, "kernel shape");
+      }
+      if (shape.size() == 2) {
+        check(Op::Sum, permuted(a, {1, 0}), axes, true, tol, "kernel shape transposed");
+      }
+    }
+  }
+  // Products over short rows and narrow columns, in a range that stays exact.
+  array p = random_array({500, 4}, float64, 72, 1, 3, true);
+  check(Op::Prod, p, {1}, false, 1e-12, "prod rows");
+  check(Op::Prod, random_array({30, 4}, float64, 73, 1, 3, true), {0}, false, 1e-12,
+        "prod columns");
+}
+
+TEST(Reduce, ArgReduceKernelShapes) {
+  for (Dtype dt : {float32, float16, int8, float64}) {
+    for (const Shape& shape :
+         {Shape{3000, 5}, Shape{5, 3000}, Shape{70, 5000}, Shape{2, 300, 2}, Shape{200000}}) {
+      array base = random_array(shape, dt, 81, -100, 100, true);
+      std::vector<array> layouts = {base};
+      if (shape.size() == 2) layouts.push_back(permuted(base, {1, 0}));
+      for (const array& a : layouts) {
+        std::vector<double> v = values(a);
+        Strides st = row_major_strides(a.shape());
+        for (int axis = 0; axis < a.ndim(); ++axis) {
+          std::vector<double> got = values(argmax(a, axis));
+          std::vector<double> got_min = values(argmin(a, axis));
+          // Reference over the output positions in row-major order.
+          Shape out_shape = a.shape();
+          out_shape[axis] = 1;
+          size_t k = 0;
+          std::vector<int> idx(a.ndim(), 0);
+          for (size_t o = 0; o < shape_size(out_shape); ++o, ++k) {
+            int64_t off = 0;
+            for (int d = 0; d < a.ndim(); ++d) off += idx[d] * st[d];
+            int best = 0, worst = 0;
+            for (int n = 1; n < a.shape(axis); ++n) {
+              double x = v[off + n * st[axis]];
+              if (x > v[off + best * st[axis]]) best = n;
+              if (x < v[off + worst * st[axis]]) worst = n;
+            }
+            EXPECT_EQ(got[k], best);
+            EXPECT_EQ(got_min[k], worst);
+            for (int d = a.ndim() - 1; d >= 0; --d) {
+              if (++idx[d] < out_shape[d]) break;
+              idx[d] = 0;
+            }
+          }
+        }
+        EXPECT_EQ(argmax(a).item<uint32_t>(),
+                  static_cast<uint32_t>(std::max_element(v.begin(), v.end()) - v.begin()));
+      }
+    }
+  }
+}
+
 TEST(Reduce, NanPropagatesThroughMaxMin) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   array x({1.0f, nan, 3.0f, nan});
@@ -512,6 +584,7 @@ TEST(Reduce, AxisErrors) {
         +[](const array& x) { all(x, Axes{3}); }, +[](const array& x) { any(x, Axes{3}); }}) {
     EXPECT_THROW(f(a), std::out_of_range);
   }
+  // MLX's wording, without the op name.
   expect_error([&] { sum(a, Axes{3}); }, "[sum] Invalid axis 3 for array with 2 dimensions.");
   expect_error([&] { max(a, Axes{-3}); }, "[max] Invalid axis -3 for array with 2 dimensions.");
   expect_error([&] { argmax(a, 2); }, "[argmax] Invalid axis 2 for array with 2 dimensions.");

@@ -10,22 +10,35 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
-#include "loom/ops/utils.h"
 #include "loom/primitives/reduce.h"
 
 namespace loom {
 
 namespace {
 
+// MLX's message for a bad reduction axis, prefixed with the op's name so the
+// error says which call failed.
+int reduction_axis(int axis, int ndim, const char* op) {
+  int a = axis < 0 ? axis + ndim : axis;
+  if (a < 0 || a >= ndim) {
+    std::ostringstream msg;
+    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim
+        << " dimensions.";
+    throw std::out_of_range(msg.str());
+  }
+  return a;
+}
+
 // Sorted, validated axes: IndexError for out-of-range ones, ValueError for
-// repeats (MLX's wording, prefixed with the op).
+// repeats.
 std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, const char* op) {
   std::vector<int> out;
   out.reserve(axes.size());
-  for (int ax : axes) out.push_back(normalize_axis(ax, a.ndim(), op));
+  for (int ax : axes) out.push_back(reduction_axis(ax, a.ndim(), op));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    throw std::invalid_argument(std::string("[") + op + "] Duplicate axes detected in reduction.");
+    throw std::invalid_argument(std::string("[") + op +
+                                "] Duplicate axes detected in reduction.");
   }
   return out;
 }
@@ -81,7 +94,7 @@ array logical(const array& a, const std::vector<int>& axes, bool keepdims, Strea
 
 array arg_extreme(const array& a, int axis, bool all, bool keepdims, StreamOrDevice s,
                   ArgReduce::ReduceType type, const char* op) {
-  if (!all) axis = normalize_axis(axis, a.ndim(), op);
+  if (!all) axis = reduction_axis(axis, a.ndim(), op);
   if (a.size() == 0) {
     throw std::invalid_argument(std::string("[") + op + "] Cannot " + op +
                                 " reduce zero size array.");

@@ -64,10 +64,12 @@ std::vector<array> Matmul::vjp(const std::vector<array>& primals,
   for (int arg : argnums) {
     if (arg == 0) {
       array g = matmul(cot, swapaxes(b2, -1, -2), stream());
-      grads.push_back(sum_to_shape(g, a.shape()));
+      g = sum_to_shape(g, a2.shape());
+      grads.push_back(a.ndim() == 1 ? reshape(g, a.shape()) : g);
     } else {
       array g = matmul(swapaxes(a2, -1, -2), cot, stream());
-      grads.push_back(sum_to_shape(g, b.shape()));
+      g = sum_to_shape(g, b2.shape());
+      grads.push_back(b.ndim() == 1 ? reshape(g, b.shape()) : g);
     }
   }
   return grads;

@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "loom/array.h"
@@ -73,9 +74,16 @@ inline T wrap_neg(T x) {
   return wrap_sub(T(0), x);
 }
 
-// Every element sits in the first data_size() slots of the buffer, once:
-// a flat loop over them visits each element exactly once, in some order.
-inline bool is_dense(const array& a) { return a.flags().contiguous && a.data_size() == a.size(); }
+// Every element sits in the data_size() slots from data() on, once: a flat
+// loop over them visits each element exactly once, in some order. (A view
+// with a negative stride is walked backwards from data(), so it is not.)
+inline bool is_dense(const array& a) {
+  if (!a.flags().contiguous || a.data_size() != a.size()) return false;
+  for (int d = 0; d < a.ndim(); ++d) {
+    if (a.shape()[d] > 1 && a.strides()[d] < 0) return false;
+  }
+  return true;
+}
 
 // Every element is the same buffer slot (a scalar, or a broadcast of one).
 inline bool is_scalar_like(const array& a) {
@@ -180,6 +188,65 @@ inline float erf_f32(float x) {
   float large = 1.0f - exp_f32(q - xl * xl);
   large = x < 0.0f ? -large : large;
   return ax < kSplit ? small : (x != x ? x : large);
+}
+
+// tanh(x) for float32 within 2 ulp, branch-free (GELU's tanh form and
+// tanh activations run at memory speed instead of through libm).
+inline float tanh_f32(float x) {
+  constexpr float kSplit = 0.9f;
+  float ax = x < 0.0f ? -x : x;
+  // |x| < kSplit: x + x^3 P(x^2), relative error ~1e-9.
+  float t = x * x;
+  float p = -4.5545621211e-04f;
+  p = p * t + 2.5826581203e-03f;
+  p = p * t - 8.2645340986e-03f;
+  p = p * t + 2.1663537718e-02f;
+  p = p * t - 5.3929300425e-02f;
+  p = p * t + 1.3332978251e-01f;
+  p = p * t - 3.3333322263e-01f;
+  float small = x + (x * t) * p;
+  small = t == 0.0f ? x : small; // keeps the sign of -0
+  // Otherwise 1 - 2 / (e^{2|x|} + 1), which reaches exactly 1 (e = inf).
+  float large = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
+  large = x < 0.0f ? -large : large;
+  return ax < kSplit ? small : (x != x ? x : large);
+}
+
+// Natural log for float32 within 2 ulp (subnormal inputs included),
+// branch-free: log(m 2^e) = e ln2 + log1p(m - 1) with m in [sqrt(1/2), sqrt(2)).
+inline float log_f32(float x) {
+  constexpr float kMinNormal = 1.17549435e-38f;
+  constexpr float kLn2Hi = 0.693359375f;
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  const bool subnormal = x < kMinNormal;
+  float xs = subnormal ? x * 8388608.0f : x; // 2^23 makes subnormals normal
+  uint32_t bits = std::bit_cast<uint32_t>(xs);
+  int32_t e = static_cast<int32_t>((bits >> 23) & 0xffu) - 127;
+  float m = std::bit_cast<float>((bits & 0x007fffffu) | 0x3f800000u);
+  const bool high = m > 1.41421356f;
+  m = high ? m * 0.5f : m;
+  e = high ? e + 1 : e;
+  e = subnormal ? e - 23 : e;
+  float f = m - 1.0f; // exact
+  // log1p(f) = f - f^2/2 + f^3 P(f), relative error ~1e-9.
+  float p = 6.7466608782e-02f;
+  p = p * f - 1.1675684479e-01f;
+  p = p * f + 1.1888171114e-01f;
+  p = p * f - 1.2405584585e-01f;
+  p = p * f + 1.4219550707e-01f;
+  p = p * f - 1.6667996016e-01f;
+  p = p * f + 2.0002118738e-01f;
+  p = p * f - 2.5000009598e-01f;
+  p = p * f + 3.3333312603e-01f;
+  float f2 = f * f;
+  float fe = static_cast<float>(e);
+  float r = fe * kLn2Lo + (f2 * f * p - 0.5f * f2);
+  r = fe * kLn2Hi + (f + r);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  r = x == kInf ? kInf : r;
+  r = x == 0.0f ? -kInf : r;
+  r = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : r;
+  return x != x ? x : r;
 }
 
 } // namespace elementwise

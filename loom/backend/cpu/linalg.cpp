@@ -201,7 +201,11 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
     array result = array::empty(out.shape(), float32);
     result.set_data(allocator::allocate(result.nbytes()));
     matmul_typed<float>(to_float32(a), to_float32(b), result.data<float>(), batch_shape);
-    cpu::convert_buffer(result.data<float>(), float32, out.data<char>(), dtype, out.size());
+    const float* src = result.data<float>();
+    char* dst = out.data<char>();
+    cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
+      cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
+    });
   } else {
     throw std::invalid_argument("[matmul] Only inexact types are supported.");
   }

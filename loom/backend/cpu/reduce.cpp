@@ -22,6 +22,10 @@
 #include <stdexcept>
 #include <type_traits>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
@@ -186,13 +190,44 @@ struct OrOp {
   }
 };
 
+// Elements converted per block when the input type does not vectorise as is.
+constexpr int64_t kConvertBlock = 1024;
+
+// Converts n contiguous elements to the accumulation type. float16 uses the
+// F16C instructions where the target has them (GCC does not vectorise
+// _Float16 conversions without AVX512-FP16).
+template <typename Acc, typename In>
+void convert_block(const In* __restrict x, Acc* __restrict out, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<In, float16_t> && std::is_same_v<Acc, float>) {
+    for (; i + 8 <= n; i += 8) {
+      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+    }
+  }
+#endif
+  for (; i < n; ++i) out[i] = convert<Acc>(x[i]);
+}
+
 // Reduces n elements `stride` apart into one value.
 template <typename Op, typename Acc, typename In>
 Acc reduce_run(const In* x, int64_t n, int64_t stride) {
   Acc result = Op::template identity<Acc>();
+  if constexpr (is_half_v<In>) {
+    if (stride == 1) {
+      Acc buf[kConvertBlock];
+      for (int64_t b = 0; b < n; b += kConvertBlock) {
+        const int64_t len = std::min(kConvertBlock, n - b);
+        convert_block(x + b, buf, len);
+        result = Op::apply(result, reduce_run<Op, Acc, Acc>(buf, len, 1));
+      }
+      return result;
+    }
+  }
   if (stride == 1) {
     // Independent accumulators break the dependency chain so the loop
-    // vectorises and several vector adds are in flight at once.
+    // vectorises and several vector operations are in flight at once.
     constexpr int kLanes = std::max<int>(1, 256 / sizeof(Acc));
     if (n >= 2 * kLanes) {
       Acc acc[kLanes];
@@ -216,10 +251,121 @@ Acc reduce_run(const In* x, int64_t n, int64_t stride) {
 template <typename Op, typename Acc, typename In>
 void accumulate_run(Acc* __restrict out, int64_t os, const In* __restrict x, int64_t is,
                     int64_t n) {
+  if constexpr (is_half_v<In>) {
+    if (os == 1 && is == 1) {
+      Acc buf[kConvertBlock];
+      for (int64_t b = 0; b < n; b += kConvertBlock) {
+        const int64_t len = std::min(kConvertBlock, n - b);
+        convert_block(x + b, buf, len);
+        accumulate_run<Op, Acc, Acc>(out + b, 1, buf, 1, len);
+      }
+      return;
+    }
+  }
   if (os == 1 && is == 1) {
     for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(out[i], convert<Acc>(x[i]));
   } else {
     for (int64_t i = 0; i < n; ++i) out[i * os] = Op::apply(out[i * os], convert<Acc>(x[i * is]));
+  }
+}
+
+// Column block: `rows` rows `row_stride` apart, each accumulated into the same
+// n outputs. For rows far apart, four rows per pass quarter the loads and
+// stores of the outputs and keep four input streams in flight.
+template <typename Op, typename Acc, typename In>
+void accumulate_rows(Acc* __restrict out, int64_t os, const In* __restrict x, int64_t is, int64_t n,
+                     int64_t rows, int64_t row_stride) {
+  int64_t r = 0;
+  if constexpr (!is_half_v<In>) {
+    // Rows that follow each other in memory are read as one stream instead.
+    if (os == 1 && is == 1 && row_stride != n) {
+      for (; r + 4 <= rows; r += 4) {
+        const In* x0 = x + r * row_stride;
+        const In* x1 = x0 + row_stride;
+        const In* x2 = x1 + row_stride;
+        const In* x3 = x2 + row_stride;
+        for (int64_t i = 0; i < n; ++i) {
+          Acc a = Op::apply(convert<Acc>(x0[i]), convert<Acc>(x1[i]));
+          Acc b = Op::apply(convert<Acc>(x2[i]), convert<Acc>(x3[i]));
+          out[i] = Op::apply(out[i], Op::apply(a, b));
+        }
+      }
+    }
+  }
+  for (; r < rows; ++r) accumulate_run<Op, Acc>(out, os, x + r * row_stride, is, n);
+}
+
+// Row block: `rows` short contiguous rows `row_stride` apart, each reduced
+// into its own output; one tight loop instead of a loop-nest step per row.
+template <int N, typename Op, typename Acc, typename In>
+void reduce_fixed_rows(Acc* __restrict out, int64_t os, const In* __restrict x, int64_t rows) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const In* p = x + j * N;
+    Acc r = convert<Acc>(p[0]);
+    for (int k = 1; k < N; ++k) r = Op::apply(r, convert<Acc>(p[k]));
+    out[j * os] = Op::apply(out[j * os], r);
+  }
+}
+
+template <typename Op, typename Acc, typename In>
+void reduce_short_rows(Acc* out, int64_t os, const In* x, int64_t n, int64_t rows,
+                       int64_t row_stride) {
+  // Common small widths get a fixed-width loop the compiler can vectorise.
+  if (row_stride == n && os == 1) {
+    switch (n) {
+      case 2:
+        return reduce_fixed_rows<2, Op, Acc>(out, 1, x, rows);
+      case 3:
+        return reduce_fixed_rows<3, Op, Acc>(out, 1, x, rows);
+      case 4:
+        return reduce_fixed_rows<4, Op, Acc>(out, 1, x, rows);
+      case 8:
+        return reduce_fixed_rows<8, Op, Acc>(out, 1, x, rows);
+      default:
+        break;
+    }
+  }
+  for (int64_t j = 0; j < rows; ++j) {
+    const In* p = x + j * row_stride;
+    Acc r = convert<Acc>(p[0]);
+    for (int64_t k = 1; k < n; ++k) r = Op::apply(r, convert<Acc>(p[k]));
+    out[j * os] = Op::apply(out[j * os], r);
+  }
+}
+
+// Lanes of the periodic kernel below.
+template <typename Acc>
+constexpr int64_t kPeriodicLanes = std::max<int64_t>(1, 256 / sizeof(Acc));
+
+// Column block of contiguous rows narrower than a few vectors: the block is
+// one contiguous run whose element i belongs to output i % period, reduced
+// with a multiple of `period` independent lanes.
+template <typename Op, typename Acc, typename In>
+void reduce_periodic(Acc* out, int64_t os, const In* x, int64_t period, int64_t rows) {
+  constexpr int64_t kMax = kPeriodicLanes<Acc>;
+  const int64_t lanes = period * (kMax / period);
+  const int64_t total = period * rows;
+  Acc acc[kMax];
+  for (int64_t k = 0; k < kMax; ++k) acc[k] = Op::template identity<Acc>();
+  int64_t i = 0;
+  if constexpr (!is_half_v<In>) {
+    if (lanes == kMax) {
+      for (; i + kMax <= total; i += kMax) {
+        for (int64_t k = 0; k < kMax; ++k) acc[k] = Op::apply(acc[k], convert<Acc>(x[i + k]));
+      }
+    } else {
+      for (; i + lanes <= total; i += lanes) {
+        for (int64_t k = 0; k < lanes; ++k) acc[k] = Op::apply(acc[k], convert<Acc>(x[i + k]));
+      }
+    }
+  }
+  for (int64_t k = 0; i < total; ++i, ++k) {
+    if (k == lanes) k = 0;
+    acc[k] = Op::apply(acc[k], convert<Acc>(x[i]));
+  }
+  for (int64_t k = 0; k < lanes; ++k) {
+    Acc& o = out[(k % period) * os];
+    o = Op::apply(o, acc[k]);
   }
 }
 
@@ -272,28 +418,45 @@ std::vector<LoopDim> plan_loops(const array& in, const std::vector<int>& axes) {
   return merged;
 }
 
-// Runs the whole loop nest sequentially.
+// Runs the whole loop nest sequentially. The innermost dimension, or the two
+// innermost when they form a column block (reduced rows over kept columns),
+// go to one of the run kernels above.
 template <typename Op, typename Acc, typename In>
 void run_loops(const std::vector<LoopDim>& dims, const In* in, Acc* out) {
   const int n = static_cast<int>(dims.size());
   const LoopDim& inner = dims.back();
+  const bool block = n >= 2 && !inner.reduced && dims[n - 2].reduced;
+  const LoopDim& rows = dims[n >= 2 ? n - 2 : 0];
+  const bool periodic = block && inner.in_stride == 1 && rows.in_stride == inner.size &&
+                        2 * inner.size <= kPeriodicLanes<Acc>;
+  // Short contiguous rows, each reduced into its own output.
+  const bool short_rows =
+      n >= 2 && inner.reduced && !dims[n - 2].reduced && inner.in_stride == 1 && inner.size <= 64;
   auto process = [&](const In* x, Acc* o) {
-    if (inner.reduced) {
+    if (short_rows) {
+      reduce_short_rows<Op, Acc>(o, rows.out_stride, x, inner.size, rows.size, rows.in_stride);
+    } else if (periodic) {
+      reduce_periodic<Op, Acc>(o, inner.out_stride, x, inner.size, rows.size);
+    } else if (block) {
+      accumulate_rows<Op, Acc>(o, inner.out_stride, x, inner.in_stride, inner.size, rows.size,
+                               rows.in_stride);
+    } else if (inner.reduced) {
       *o = Op::apply(*o, reduce_run<Op, Acc>(x, inner.size, inner.in_stride));
     } else {
       accumulate_run<Op, Acc>(o, inner.out_stride, x, inner.in_stride, inner.size);
     }
   };
-  if (n == 1) {
+  const int outer = n - (block || short_rows ? 2 : 1);
+  if (outer == 0) {
     process(in, out);
     return;
   }
-  std::vector<int64_t> idx(n - 1, 0);
+  std::vector<int64_t> idx(outer, 0);
   int64_t in_off = 0;
   int64_t out_off = 0;
   for (;;) {
     process(in + in_off, out + out_off);
-    int d = n - 2;
+    int d = outer - 1;
     for (; d >= 0; --d) {
       in_off += dims[d].in_stride;
       out_off += dims[d].out_stride;
@@ -338,9 +501,12 @@ void reduce_into(const std::vector<LoopDim>& dims, const In* in, Acc* out, int64
     run_tiled<Op>(dims, in, out);
     return;
   }
+  // Split an outer kept dimension when it gives every thread a few slices.
+  // The innermost one is not split while partial results are cheap: chunks
+  // of whole contiguous rows stream better than slices of every row.
   int split = -1;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (!dims[d].reduced && dims[d].size >= threads) {
+  for (size_t d = 0; d + 1 < dims.size(); ++d) {
+    if (!dims[d].reduced && dims[d].size >= 4 * threads) {
       split = static_cast<int>(d);
       break;
     }
@@ -355,18 +521,21 @@ void reduce_into(const std::vector<LoopDim>& dims, const In* in, Acc* out, int64
     const int64_t len = dims[r].size;
     const int64_t chunks = std::min(threads, len);
     if (chunks > 1) {
-      auto partial = filled<Acc>(chunks * out_size, Op::template identity<Acc>());
+      // Each chunk's partial result starts on its own cache line.
+      constexpr int64_t kLine = std::max<int64_t>(1, 64 / sizeof(Acc));
+      const int64_t pitch = (out_size + kLine - 1) / kLine * kLine;
+      auto partial = filled<Acc>(chunks * pitch, Op::template identity<Acc>());
       cpu::parallel_for(chunks, 1, [&](size_t cb, size_t ce) {
         for (size_t c = cb; c < ce; ++c) {
           int64_t begin = len * static_cast<int64_t>(c) / chunks;
           int64_t end = len * static_cast<int64_t>(c + 1) / chunks;
           std::vector<LoopDim> sub = dims;
           sub[r].size = end - begin;
-          run_tiled<Op>(sub, in + begin * dims[r].in_stride, partial.get() + c * out_size);
+          run_tiled<Op>(sub, in + begin * dims[r].in_stride, partial.get() + c * pitch);
         }
       });
       for (int64_t c = 0; c < chunks; ++c) {
-        const Acc* p = partial.get() + c * out_size;
+        const Acc* p = partial.get() + c * pitch;
         for (int64_t i = 0; i < out_size; ++i) out[i] = Op::apply(out[i], p[i]);
       }
       return;
@@ -427,40 +596,60 @@ void reduce(const array& in, array& out, const std::vector<int>& axes) {
 // --- ArgReduce ---------------------------------------------------------------
 
 // True when x should replace the current best: strictly more extreme, or the
-// first NaN (which then stays, as in NumPy and MLX).
+// first NaN (which then stays, as in NumPy and MLX). Branch-free for the
+// vectorised column scan.
 template <bool IsMax, typename C>
 inline bool better(C x, C best) {
-  if (is_nan(best)) return false;
-  if (is_nan(x)) return true;
-  return IsMax ? greater(x, best) : greater(best, x);
+  bool more = IsMax ? greater(x, best) : greater(best, x);
+  if constexpr (std::is_floating_point_v<C> || is_complex_v<C>) {
+    return (more & !is_nan(best)) | (is_nan(x) & !is_nan(best));
+  } else {
+    return more;
+  }
 }
 
-// Index of the extreme of n contiguous elements.
-template <bool IsMax, typename T>
-uint32_t arg_contiguous(const T* x, int64_t n) {
-  using C = acc_of<T>;
-  C best = static_cast<C>(x[0]);
+// Index of the extreme of n contiguous elements (n > 0), and the extreme.
+template <bool IsMax, typename C>
+std::pair<C, int64_t> arg_contiguous_acc(const C* x, int64_t n) {
+  C best = x[0];
   int64_t best_i = 0;
   if constexpr (std::is_arithmetic_v<C>) {
-    // Block by block: a vectorised pass finds the block's extreme (and any
-    // NaN), and only a block that improves on the best is scanned for the index.
-    constexpr int64_t kBlock = 1024;
+    // Block by block: a vectorised pass finds the block's extreme (a NaN or
+    // infinity turns the probe into NaN), and only a block that may improve
+    // on the best is scanned for the index.
+    constexpr int kLanes = std::max<int>(1, 128 / sizeof(C));
+    constexpr int64_t kBlock = 64 * kLanes;
     for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
       const int64_t e = std::min(n, b0 + kBlock);
-      C m = static_cast<C>(x[b0]);
-      bool nan = false;
-      for (int64_t i = b0; i < e; ++i) {
-        C v = static_cast<C>(x[i]);
-        m = IsMax ? (v > m ? v : m) : (v < m ? v : m);
-        if constexpr (std::is_floating_point_v<C>) nan |= v != v;
+      bool scan = true;
+      if (e - b0 == kBlock) {
+        C m[kLanes];
+        C probe[kLanes];
+        for (int k = 0; k < kLanes; ++k) {
+          m[k] = x[b0 + k];
+          probe[k] = C(0);
+        }
+        for (int64_t i = b0; i < e; i += kLanes) {
+          for (int k = 0; k < kLanes; ++k) {
+            C v = x[i + k];
+            m[k] = IsMax ? (v > m[k] ? v : m[k]) : (v < m[k] ? v : m[k]);
+            if constexpr (std::is_floating_point_v<C>) probe[k] += v * C(0);
+          }
+        }
+        C mb = m[0];
+        bool special = false;
+        for (int k = 0; k < kLanes; ++k) {
+          mb = IsMax ? (m[k] > mb ? m[k] : mb) : (m[k] < mb ? m[k] : mb);
+          special |= is_nan(probe[k]);
+        }
+        scan = special || better<IsMax>(mb, best);
       }
-      if (!nan && !better<IsMax>(m, best)) continue;
+      if (!scan) continue;
       for (int64_t i = b0; i < e; ++i) {
-        C v = static_cast<C>(x[i]);
-        if (better<IsMax>(v, best)) {
-          best = v;
+        if (better<IsMax>(x[i], best)) {
+          best = x[i];
           best_i = i;
-          if (is_nan(v)) return static_cast<uint32_t>(best_i);
+          if (is_nan(best)) return {best, best_i};
         }
       }
     }
@@ -472,12 +661,32 @@ uint32_t arg_contiguous(const T* x, int64_t n) {
       }
     }
   }
-  return static_cast<uint32_t>(best_i);
+  return {best, best_i};
+}
+
+// As above for any element type (half types through float blocks).
+template <bool IsMax, typename T>
+std::pair<acc_of<T>, int64_t> arg_contiguous(const T* x, int64_t n) {
+  using C = acc_of<T>;
+  if constexpr (std::is_same_v<C, T>) {
+    return arg_contiguous_acc<IsMax>(x, n);
+  } else {
+    C buf[kConvertBlock];
+    std::pair<C, int64_t> best{C(0), -1};
+    for (int64_t b = 0; b < n; b += kConvertBlock) {
+      const int64_t len = std::min(kConvertBlock, n - b);
+      convert_block(x + b, buf, len);
+      auto [v, i] = arg_contiguous_acc<IsMax>(buf, len);
+      if (best.second < 0 || better<IsMax>(v, best.first)) best = {v, b + i};
+      if (is_nan(best.first)) break;
+    }
+    return best;
+  }
 }
 
 template <bool IsMax, typename T>
 uint32_t arg_strided(const T* x, int64_t n, int64_t stride) {
-  if (stride == 1) return arg_contiguous<IsMax>(x, n);
+  if (stride == 1) return static_cast<uint32_t>(arg_contiguous<IsMax>(x, n).second);
   using C = acc_of<T>;
   C best = static_cast<C>(x[0]);
   int64_t best_i = 0;
@@ -497,27 +706,56 @@ template <bool IsMax, typename T>
 void arg_columns(const T* x, int64_t n, int64_t axis_stride, int64_t count, uint32_t* out,
                  int64_t out_stride) {
   using C = acc_of<T>;
-  constexpr int64_t kTile = 256;
+  constexpr int64_t kTile = 4096;
   C best[kTile];
   uint32_t idx[kTile];
+  C row_buf[kTile];
   for (int64_t t = 0; t < count; t += kTile) {
     const int64_t m = std::min(kTile, count - t);
     const T* base = x + t;
-    for (int64_t j = 0; j < m; ++j) {
-      best[j] = static_cast<C>(base[j]);
-      idx[j] = 0;
-    }
+    convert_block(base, best, m);
+    for (int64_t j = 0; j < m; ++j) idx[j] = 0;
     for (int64_t i = 1; i < n; ++i) {
-      const T* row = base + i * axis_stride;
+      const C* row;
+      if constexpr (std::is_same_v<C, T>) {
+        row = base + i * axis_stride;
+      } else {
+        convert_block(base + i * axis_stride, row_buf, m);
+        row = row_buf;
+      }
+      const uint32_t ui = static_cast<uint32_t>(i);
       for (int64_t j = 0; j < m; ++j) {
-        C v = static_cast<C>(row[j]);
+        C v = row[j];
         bool take = better<IsMax>(v, best[j]);
         best[j] = take ? v : best[j];
-        idx[j] = take ? static_cast<uint32_t>(i) : idx[j];
+        idx[j] = take ? ui : idx[j];
       }
     }
     for (int64_t j = 0; j < m; ++j) out[(t + j) * out_stride] = idx[j];
   }
+}
+
+// The whole array in row-major order: chunks in parallel, then the earliest
+// best chunk wins (ties and NaN keep the first index).
+template <bool IsMax, typename T>
+uint32_t arg_flat(const T* x, int64_t n) {
+  using C = acc_of<T>;
+  const int64_t chunks = std::min<int64_t>(cpu::num_threads(), (n + kGrain - 1) / kGrain);
+  if (chunks <= 1) return static_cast<uint32_t>(arg_contiguous<IsMax>(x, n).second);
+  std::vector<std::pair<C, int64_t>> results(chunks);
+  cpu::parallel_for(chunks, 1, [&](size_t cb, size_t ce) {
+    for (size_t c = cb; c < ce; ++c) {
+      const int64_t begin = n * static_cast<int64_t>(c) / chunks;
+      const int64_t end = n * static_cast<int64_t>(c + 1) / chunks;
+      auto r = arg_contiguous<IsMax>(x + begin, end - begin);
+      results[c] = {r.first, begin + r.second};
+    }
+  });
+  auto best = results[0];
+  for (int64_t c = 1; c < chunks; ++c) {
+    if (better<IsMax>(results[c].first, best.first)) best = results[c];
+  }
+  return static_cast<uint32_t>(best.second);
 }
 
 template <bool IsMax, typename T>
@@ -525,7 +763,7 @@ void arg_reduce(const array& in, array& out, int axis) {
   uint32_t* o = out.data<uint32_t>();
   if (axis == ArgReduce::kAllAxes) {
     array flat = cpu::ensure_row_contiguous(in);
-    o[0] = arg_contiguous<IsMax>(flat.data<T>(), static_cast<int64_t>(flat.size()));
+    o[0] = arg_flat<IsMax>(flat.data<T>(), static_cast<int64_t>(flat.size()));
     return;
   }
   const int64_t n = in.shape(axis);

@@ -130,7 +130,8 @@ struct LogOp {
   static constexpr bool supports = is_inexact_v<C>;
   template <typename C>
   C operator()(C x) const {
-    return std::log(x);
+    if constexpr (std::is_same_v<C, float>) return log_f32(x);
+    else return std::log(x);
   }
 };
 
@@ -157,7 +158,8 @@ struct TanhOp {
   static constexpr bool supports = is_inexact_v<C>;
   template <typename C>
   C operator()(C x) const {
-    return std::tanh(x);
+    if constexpr (std::is_same_v<C, float>) return tanh_f32(x);
+    else return std::tanh(x);
   }
 };
 
