@@ -16,20 +16,34 @@ namespace {
 
 const char* buffer_format(Dtype d) {
   switch (d.val) {
-    case Dtype::Val::bool_: return "?";
-    case Dtype::Val::uint8: return "B";
-    case Dtype::Val::uint16: return "H";
-    case Dtype::Val::uint32: return "I";
-    case Dtype::Val::uint64: return "Q";
-    case Dtype::Val::int8: return "b";
-    case Dtype::Val::int16: return "h";
-    case Dtype::Val::int32: return "i";
-    case Dtype::Val::int64: return "q";
-    case Dtype::Val::float16: return "e";
-    case Dtype::Val::float32: return "f";
-    case Dtype::Val::float64: return "d";
-    case Dtype::Val::complex64: return "Zf";
-    case Dtype::Val::bfloat16: return "bfloat16"; // NumPy has no bfloat16: it refuses it
+    case Dtype::Val::bool_:
+      return "?";
+    case Dtype::Val::uint8:
+      return "B";
+    case Dtype::Val::uint16:
+      return "H";
+    case Dtype::Val::uint32:
+      return "I";
+    case Dtype::Val::uint64:
+      return "Q";
+    case Dtype::Val::int8:
+      return "b";
+    case Dtype::Val::int16:
+      return "h";
+    case Dtype::Val::int32:
+      return "i";
+    case Dtype::Val::int64:
+      return "q";
+    case Dtype::Val::float16:
+      return "e";
+    case Dtype::Val::float32:
+      return "f";
+    case Dtype::Val::float64:
+      return "d";
+    case Dtype::Val::complex64:
+      return "Zf";
+    case Dtype::Val::bfloat16:
+      return "bfloat16"; // NumPy has no bfloat16: it refuses it
   }
   return "B";
 }
@@ -40,20 +54,34 @@ nb::dlpack::dtype dlpack_dtype(Dtype d) {
     return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
   };
   switch (d.val) {
-    case Dtype::Val::bool_: return make(C::Bool, 8);
-    case Dtype::Val::uint8: return make(C::UInt, 8);
-    case Dtype::Val::uint16: return make(C::UInt, 16);
-    case Dtype::Val::uint32: return make(C::UInt, 32);
-    case Dtype::Val::uint64: return make(C::UInt, 64);
-    case Dtype::Val::int8: return make(C::Int, 8);
-    case Dtype::Val::int16: return make(C::Int, 16);
-    case Dtype::Val::int32: return make(C::Int, 32);
-    case Dtype::Val::int64: return make(C::Int, 64);
-    case Dtype::Val::float16: return make(C::Float, 16);
-    case Dtype::Val::float32: return make(C::Float, 32);
-    case Dtype::Val::float64: return make(C::Float, 64);
-    case Dtype::Val::complex64: return make(C::Complex, 64);
-    case Dtype::Val::bfloat16: return make(C::Bfloat, 16);
+    case Dtype::Val::bool_:
+      return make(C::Bool, 8);
+    case Dtype::Val::uint8:
+      return make(C::UInt, 8);
+    case Dtype::Val::uint16:
+      return make(C::UInt, 16);
+    case Dtype::Val::uint32:
+      return make(C::UInt, 32);
+    case Dtype::Val::uint64:
+      return make(C::UInt, 64);
+    case Dtype::Val::int8:
+      return make(C::Int, 8);
+    case Dtype::Val::int16:
+      return make(C::Int, 16);
+    case Dtype::Val::int32:
+      return make(C::Int, 32);
+    case Dtype::Val::int64:
+      return make(C::Int, 64);
+    case Dtype::Val::float16:
+      return make(C::Float, 16);
+    case Dtype::Val::float32:
+      return make(C::Float, 32);
+    case Dtype::Val::float64:
+      return make(C::Float, 64);
+    case Dtype::Val::complex64:
+      return make(C::Complex, 64);
+    case Dtype::Val::bfloat16:
+      return make(C::Bfloat, 16);
   }
   return make(C::UInt, 8);
 }
@@ -173,8 +201,7 @@ array binary_op(const array& self, nb::handle other, BinaryFn fn, const char* wh
 
 void check_bitwise(const array& x, const array& y, const char* what) {
   if (is_inexact(x.dtype()) || is_inexact(y.dtype())) {
-    throw std::invalid_argument(std::string("Floating point types not allowed with ") + what +
-                                ".");
+    throw std::invalid_argument(std::string("Floating point types not allowed with ") + what + ".");
   }
 }
 
@@ -210,8 +237,9 @@ std::vector<int> int_args(const nb::args& args, const char* what) {
   std::vector<int> out;
   for (auto h : args) {
     if (!PyLong_Check(h.ptr())) {
-      throw nb::type_error((std::string(what) + " must be integers or one sequence of integers, "
-                                                "got " +
+      throw nb::type_error((std::string(what) +
+                            " must be integers or one sequence of integers, "
+                            "got " +
                             python_type_name(h) + ".")
                                .c_str());
     }
@@ -359,17 +387,18 @@ void init_array(nb::module_& m) {
           nb::arg("copy").none() = nb::none(),
           "A DLPack capsule viewing the array's memory (evaluates it).")
       .def("__dlpack_device__", [](const array&) { return nb::make_tuple(1, 0); })
-      .def("__array_namespace__",
-           [](const array&, nb::handle) { return core_module(); },
-           nb::arg("api_version").none() = nb::none(),
-           "The array API namespace of the array: loom.core.")
+      .def(
+          "__array_namespace__", [](const array&, nb::handle) { return core_module(); },
+          nb::arg("api_version").none() = nb::none(),
+          "The array API namespace of the array: loom.core.")
       .def("__copy__", [](const array& a) { return copy(a); })
       .def(
           "__deepcopy__", [](const array& a, nb::handle) { return copy(a); }, nb::arg("memo"))
       .def("__getstate__",
            [](array& a) {
              bool bf16 = a.dtype() == bfloat16;
-             nb::object data = to_numpy(a, true, bf16 ? std::optional<Dtype>(uint16) : std::nullopt);
+             nb::object data =
+                 to_numpy(a, true, bf16 ? std::optional<Dtype>(uint16) : std::nullopt);
              return nb::make_tuple(data, mlx_dtype_code(a.dtype()));
            })
       .def("__setstate__", [](array* self, const nb::tuple& state) {
@@ -387,8 +416,9 @@ void init_array(nb::module_& m) {
       });
 
   // --- indexing --------------------------------------------------------------------
-  cls.def("__getitem__", [](const array& a, nb::handle index) { return get_item(a, index); },
-          nb::arg().none())
+  cls.def(
+         "__getitem__", [](const array& a, nb::handle index) { return get_item(a, index); },
+         nb::arg().none())
       .def(
           "__setitem__",
           [](array& a, nb::handle index, const ScalarOrArray& v) { set_item(a, index, v.obj); },
@@ -408,7 +438,8 @@ void init_array(nb::module_& m) {
       {"__mul__", "__rmul__", "__imul__", LOOM_BINARY_FN(multiply), "multiplication"},
       {"__truediv__", "__rtruediv__", "__itruediv__", LOOM_BINARY_FN(divide), "division"},
       {"__div__", "__rdiv__", nullptr, LOOM_BINARY_FN(divide), "division"},
-      {"__floordiv__", "__rfloordiv__", "__ifloordiv__", LOOM_BINARY_FN(floor_divide), "floor division"},
+      {"__floordiv__", "__rfloordiv__", "__ifloordiv__", LOOM_BINARY_FN(floor_divide),
+       "floor division"},
       {"__mod__", "__rmod__", "__imod__", LOOM_BINARY_FN(remainder), "modulus"},
       {"__pow__", "__rpow__", "__ipow__", LOOM_BINARY_FN(power), "power"},
   };
@@ -425,8 +456,7 @@ void init_array(nb::module_& m) {
     bool is_division = std::string(what) == "division";
     def_inplace(cls, op.iname, [fn, what, is_division](const array& a, nb::handle b) {
       if (is_division && !is_inexact(a.dtype())) {
-        throw std::invalid_argument(
-            "In place division cannot cast to non-floating point type.");
+        throw std::invalid_argument("In place division cannot cast to non-floating point type.");
       }
       return binary_op(a, b, fn, what);
     });
@@ -476,9 +506,8 @@ void init_array(nb::module_& m) {
     def_operator(cls, op.name, [fn, what](const array& a, const ScalarOrArray& b) {
       return bitwise_op(a, b.obj, fn, what);
     });
-    def_inplace(cls, op.iname, [fn, what](const array& a, nb::handle b) {
-      return bitwise_op(a, b, fn, what);
-    });
+    def_inplace(cls, op.iname,
+                [fn, what](const array& a, nb::handle b) { return bitwise_op(a, b, fn, what); });
   }
 
   cls.def(
@@ -505,10 +534,10 @@ void init_array(nb::module_& m) {
   // --- method forms of ops ---------------------------------------------------------
   auto stream_arg = [] { return nb::arg("stream") = nb::none(); };
 
-#define LOOM_UNARY_METHOD(NAME)                                                             \
-  cls.def(                                                                                  \
-      #NAME, [](const array& a, const StreamArg& s) { return loom::NAME(a, s); },           \
-      nb::kw_only(), stream_arg(), "See :func:`" #NAME "`.")
+#define LOOM_UNARY_METHOD(NAME)                                                                  \
+  cls.def(                                                                                       \
+      #NAME, [](const array& a, const StreamArg& s) { return loom::NAME(a, s); }, nb::kw_only(), \
+      stream_arg(), "See :func:`" #NAME "`.")
   LOOM_UNARY_METHOD(abs);
   LOOM_UNARY_METHOD(cos);
   LOOM_UNARY_METHOD(exp);
@@ -520,15 +549,15 @@ void init_array(nb::module_& m) {
   LOOM_UNARY_METHOD(square);
 #undef LOOM_UNARY_METHOD
 
-#define LOOM_REDUCTION_METHOD(NAME)                                                         \
-  cls.def(                                                                                  \
-      #NAME,                                                                                \
-      [](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {             \
-        if (!axis) return loom::NAME(a, keepdims, s);                                       \
-        return loom::NAME(a, to_axes(*axis), keepdims, s);                                  \
-      },                                                                                    \
-      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(),             \
-      stream_arg(), "See :func:`" #NAME "`.")
+#define LOOM_REDUCTION_METHOD(NAME)                                                           \
+  cls.def(                                                                                    \
+      #NAME,                                                                                  \
+      [](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {               \
+        if (!axis) return loom::NAME(a, keepdims, s);                                         \
+        return loom::NAME(a, to_axes(*axis), keepdims, s);                                    \
+      },                                                                                      \
+      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(), stream_arg(), \
+      "See :func:`" #NAME "`.")
   LOOM_REDUCTION_METHOD(sum);
   LOOM_REDUCTION_METHOD(mean);
   LOOM_REDUCTION_METHOD(max);
@@ -538,15 +567,15 @@ void init_array(nb::module_& m) {
   LOOM_REDUCTION_METHOD(any);
 #undef LOOM_REDUCTION_METHOD
 
-#define LOOM_ARG_REDUCTION_METHOD(NAME)                                                     \
-  cls.def(                                                                                  \
-      #NAME,                                                                                \
-      [](const array& a, std::optional<int> axis, bool keepdims, const StreamArg& s) {      \
-        if (!axis) return loom::NAME(a, keepdims, s);                                       \
-        return loom::NAME(a, *axis, keepdims, s);                                           \
-      },                                                                                    \
-      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(),             \
-      stream_arg(), "See :func:`" #NAME "`.")
+#define LOOM_ARG_REDUCTION_METHOD(NAME)                                                       \
+  cls.def(                                                                                    \
+      #NAME,                                                                                  \
+      [](const array& a, std::optional<int> axis, bool keepdims, const StreamArg& s) {        \
+        if (!axis) return loom::NAME(a, keepdims, s);                                         \
+        return loom::NAME(a, *axis, keepdims, s);                                             \
+      },                                                                                      \
+      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(), stream_arg(), \
+      "See :func:`" #NAME "`.")
   LOOM_ARG_REDUCTION_METHOD(argmax);
   LOOM_ARG_REDUCTION_METHOD(argmin);
 #undef LOOM_ARG_REDUCTION_METHOD
@@ -614,8 +643,7 @@ void init_array(nb::module_& m) {
           [](const array& a, int axis1, int axis2, const StreamArg& s) {
             return swapaxes(a, axis1, axis2, s);
           },
-          nb::arg("axis1"), nb::arg("axis2"), nb::kw_only(), stream_arg(),
-          "See :func:`swapaxes`.")
+          nb::arg("axis1"), nb::arg("axis2"), nb::kw_only(), stream_arg(), "See :func:`swapaxes`.")
       .def(
           "moveaxis",
           [](const array& a, int source, int destination, const StreamArg& s) {

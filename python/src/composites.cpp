@@ -23,8 +23,7 @@ std::vector<int> axes_or_all(const array& a, const Axis& axis) {
 
 } // namespace
 
-array logsumexp_op(const array& a, const std::vector<int>& axes, bool keepdims,
-                   StreamOrDevice s) {
+array logsumexp_op(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   // Shifting by the (gradient-free) maximum keeps exp finite; an all -inf
   // slice would give nan - nan, so its shift is zero.
   array m = stop_gradient(max(a, axes, true, s), s);
@@ -35,8 +34,7 @@ array logsumexp_op(const array& a, const std::vector<int>& axes, bool keepdims,
 
 namespace {
 
-array softmax_impl(const array& a, const std::vector<int>& axes, bool precise,
-                   StreamOrDevice s) {
+array softmax_impl(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s) {
   bool low = a.dtype() == float16 || a.dtype() == bfloat16;
   array x = precise && low ? astype(a, float32, s) : a;
   array m = stop_gradient(max(x, axes, true, s), s);
@@ -99,8 +97,9 @@ array tensordot_axes(const array& a, const array& b, std::vector<int> axa, std::
   int64_t contracted = 1;
   for (size_t i = 0; i < axa.size(); ++i) {
     if (a.shape(axa[i]) != b.shape(axb[i])) {
-      throw std::invalid_argument("[tensordot] a and b have different sizes on the contracted "
-                                  "axes.");
+      throw std::invalid_argument(
+          "[tensordot] a and b have different sizes on the contracted "
+          "axes.");
     }
     in_a[axa[i]] = in_b[axb[i]] = true;
     contracted *= a.shape(axa[i]);
@@ -138,12 +137,10 @@ array roll_axis(const array& a, int shift, int axis, StreamOrDevice s) {
   if (k == 0) return a;
   Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
   Shape start2 = start, stop2 = stop;
-  start[axis] = n - k;  // the tail moves to the front
+  start[axis] = n - k; // the tail moves to the front
   stop2[axis] = n - k;
-  return concatenate({slice(a, start, stop, step, s), slice(a, start2, stop2, step, s)}, axis,
-                     s);
+  return concatenate({slice(a, start, stop, step, s), slice(a, start2, stop2, step, s)}, axis, s);
 }
-
 
 // Reverses the given axes (views through negative-step slices).
 array flip_axes(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
@@ -191,8 +188,8 @@ std::vector<std::pair<int, int>> pad_widths(nb::handle w, int ndim) {
   if (items.size() == 1) return std::vector<std::pair<int, int>>(ndim, as_pair(items[0]));
   if (static_cast<int>(items.size()) != ndim) {
     throw std::invalid_argument("[pad] Invalid number of pad_width axes: expected " +
-                                std::to_string(ndim) + " but got " +
-                                std::to_string(items.size()) + ".");
+                                std::to_string(ndim) + " but got " + std::to_string(items.size()) +
+                                ".");
   }
   std::vector<std::pair<int, int>> out;
   for (auto& it : items) out.push_back(as_pair(it));
@@ -258,13 +255,16 @@ const char* kStreamSig = "stream: StreamOrDevice = None";
 } // namespace
 
 void init_composites(nb::module_& m) {
-  nb::class_<ArrayLikeHolder>(m, "ArrayLike",
-                         "Any Python object with an ``__mlx_array__`` (or ``__loom_array__``)\n"
-                         "method returning an array; such objects are accepted wherever an\n"
-                         "op takes a scalar or an array.")
+  nb::class_<ArrayLikeHolder>(
+      m, "ArrayLike",
+      "Any Python object with an ``__mlx_array__`` (or ``__loom_array__``)\n"
+      "method returning an array; such objects are accepted wherever an\n"
+      "op takes a scalar or an array.")
       .def(
           "__init__",
-          [](ArrayLikeHolder* self, nb::handle obj) { new (self) ArrayLikeHolder{nb::borrow(obj)}; },
+          [](ArrayLikeHolder* self, nb::handle obj) {
+            new (self) ArrayLikeHolder{nb::borrow(obj)};
+          },
           nb::arg());
 
   m.def(
@@ -291,10 +291,9 @@ void init_composites(nb::module_& m) {
       "Reverse the order of elements along the given axes (all by default).");
 
   auto def_log_base = [&](const char* name, double base) {
-    std::string sig = std::string("def ") + name +
-                      "(a: array, /, *, stream: StreamOrDevice = None) -> array";
-    std::string doc = std::string("Element-wise base-") + (base == 2 ? "2" : "10") +
-                      " logarithm.";
+    std::string sig =
+        std::string("def ") + name + "(a: array, /, *, stream: StreamOrDevice = None) -> array";
+    std::string doc = std::string("Element-wise base-") + (base == 2 ? "2" : "10") + " logarithm.";
     m.def(
         name,
         [base](const ScalarOrArray& v, const StreamArg& s) {
@@ -330,8 +329,7 @@ void init_composites(nb::module_& m) {
       [](const array& a, nb::handle pad_width, const std::string& mode,
          const ScalarOrArray& constant_values, const StreamArg& s) {
         if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "symmetric") {
-          throw std::invalid_argument("Invalid padding mode (" + mode +
-                                      ") passed to pad");
+          throw std::invalid_argument("Invalid padding mode (" + mode + ") passed to pad");
         }
         auto widths = pad_widths(pad_width, a.ndim());
         array value = to_array(constant_values.obj, a.dtype());
@@ -396,7 +394,9 @@ void init_composites(nb::module_& m) {
   m.def(
       "diff",
       [](const array& a, int n, int axis, const StreamArg& s) {
-        if (n < 0) throw std::invalid_argument("[diff] Order must be non-negative but got " + std::to_string(n) + ".");
+        if (n < 0)
+          throw std::invalid_argument("[diff] Order must be non-negative but got " +
+                                      std::to_string(n) + ".");
         int ax = normalize_axis(axis, a.ndim(), "diff");
         array out = a;
         for (int i = 0; i < n && out.shape(ax) > 0; ++i) {
@@ -439,8 +439,8 @@ void init_composites(nb::module_& m) {
 
   auto def_window = [&](const char* name, std::vector<double> coeffs, bool bartlett,
                         const char* doc) {
-    std::string sig = std::string("def ") + name +
-                      "(M: int, *, stream: StreamOrDevice = None) -> array";
+    std::string sig =
+        std::string("def ") + name + "(M: int, *, stream: StreamOrDevice = None) -> array";
     m.def(
         name, [coeffs, bartlett](int M, const StreamArg&) { return window(M, coeffs, bartlett); },
         nb::arg("M"), nb::kw_only(), nb::arg("stream") = nb::none(), nb::sig(sig.c_str()), doc);
@@ -548,9 +548,8 @@ void init_composites(nb::module_& m) {
           array v = var_op(a, axes_or_all(a, axis), keepdims, ddof, s);
           return root ? sqrt(v, s) : v;
         },
-        nb::arg(), nb::arg("axis") = nb::none(), nb::arg("keepdims") = false,
-        nb::arg("ddof") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
-        nb::sig(sig.c_str()), doc.c_str());
+        nb::arg(), nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::arg("ddof") = 0,
+        nb::kw_only(), nb::arg("stream") = nb::none(), nb::sig(sig.c_str()), doc.c_str());
   };
   def_var("var", false);
   def_var("std", true);
@@ -580,8 +579,7 @@ void init_composites(nb::module_& m) {
 
   for (int n = 1; n <= 3; ++n) {
     std::string name = "atleast_" + std::to_string(n) + "d";
-    std::string sig = "def " + name + "(*arys: array, " + kStreamSig +
-                      ") -> array | list[array]";
+    std::string sig = "def " + name + "(*arys: array, " + kStreamSig + ") -> array | list[array]";
     std::string doc = "The inputs with at least " + std::to_string(n) +
                       " dimensions (one array for one input, else a list).";
     m.def(
@@ -667,8 +665,9 @@ void init_composites(nb::module_& m) {
         if (PyLong_Check(axes.ptr())) {
           int n = nb::cast<int>(axes);
           if (n < 0 || n > a.ndim() || n > b.ndim()) {
-            throw std::invalid_argument("[tensordot] axes must be between 0 and the number of "
-                                        "dimensions of both inputs.");
+            throw std::invalid_argument(
+                "[tensordot] axes must be between 0 and the number of "
+                "dimensions of both inputs.");
           }
           std::vector<int> axa, axb;
           for (int i = 0; i < n; ++i) {
@@ -713,8 +712,7 @@ void init_composites(nb::module_& m) {
   m.attr("empty_like") = m.attr("zeros_like");
 
   m.def(
-      "contiguous",
-      [](const array& a, bool, const StreamArg& s) { return copy(a, s); }, nb::arg(),
+      "contiguous", [](const array& a, bool, const StreamArg& s) { return copy(a, s); }, nb::arg(),
       nb::arg("allow_col_major") = false, nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def contiguous(a: array, /, allow_col_major: bool = False, *, stream: "
               "StreamOrDevice = None) -> array"),
@@ -742,8 +740,7 @@ void init_composites(nb::module_& m) {
         out.insert(out.end(), a.shape().begin() + ax + 1, a.shape().end());
         return reshape(a, out, s);
       },
-      nb::arg(), nb::arg("axis"), nb::arg("shape"), nb::kw_only(),
-      nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("axis"), nb::arg("shape"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def unflatten(a: array, /, axis: int, shape: Sequence[int], *, stream: "
               "StreamOrDevice = None) -> array"),
       "Split one axis into several with the given shape (one may be ``-1``).");
@@ -765,7 +762,9 @@ void init_composites(nb::module_& m) {
         array a = to_array(v.obj);
         if (!is_inexact(a.dtype())) return a;
         Dtype d = a.dtype();
-        double big = d == float16 ? 65504.0 : d == float64 ? 1.7976931348623157e308 : 3.4028234663852886e38;
+        double big = d == float16   ? 65504.0
+                     : d == float64 ? 1.7976931348623157e308
+                                    : 3.4028234663852886e38;
         if (d == bfloat16) big = 3.3895313892515355e38;
         array out = where(isnan(a, s), array(nan, d), a, s);
         array zero = zeros_like(a, s);
@@ -809,7 +808,8 @@ void init_composites(nb::module_& m) {
   m.def(
       "repeat",
       [](const array& a, int repeats, std::optional<int> axis, const StreamArg& s) {
-        if (repeats < 0) throw std::invalid_argument("[repeat] Number of repeats cannot be negative");
+        if (repeats < 0)
+          throw std::invalid_argument("[repeat] Number of repeats cannot be negative");
         array x = axis ? a : reshape(a, {-1}, s);
         int ax = axis ? normalize_axis(*axis, x.ndim(), "repeat") : 0;
         array e = expand_dims(x, ax + 1, s);
@@ -857,8 +857,9 @@ void init_composites(nb::module_& m) {
       "meshgrid",
       [](nb::args arrays, bool sparse, const std::string& indexing, const StreamArg& s) {
         if (indexing != "xy" && indexing != "ij") {
-          throw std::invalid_argument("[meshgrid] Invalid indexing value. Valid values are 'xy' "
-                                      "and 'ij'.");
+          throw std::invalid_argument(
+              "[meshgrid] Invalid indexing value. Valid values are 'xy' "
+              "and 'ij'.");
         }
         std::vector<array> in;
         for (auto h : arrays) in.push_back(reshape(as_array(h), {-1}, s));

@@ -134,8 +134,8 @@ void init_devices(nb::module_& m) {
       .def_ro("device", &ThreadLocalStream::device)
       .def("__repr__",
            [](const ThreadLocalStream& s) {
-             return "ThreadLocalStream(" + device_repr(s.device) + ", " +
-                    std::to_string(s.index) + ")";
+             return "ThreadLocalStream(" + device_repr(s.device) + ", " + std::to_string(s.index) +
+                    ")";
            })
       .def("__eq__", [](const ThreadLocalStream& s, nb::handle other) {
         return nb::isinstance<ThreadLocalStream>(other) &&
@@ -196,7 +196,8 @@ void init_devices(nb::module_& m) {
         check_gpu_available(d, "new_thread_unsafe_stream", "make gpu stream");
         return new_stream(d);
       },
-      nb::arg("device"), nb::sig("def new_thread_unsafe_stream(device: Device | DeviceType) -> Stream"),
+      nb::arg("device"),
+      nb::sig("def new_thread_unsafe_stream(device: Device | DeviceType) -> Stream"),
       "Make a new stream on a device.\n\n"
       "In MLX such a stream may be used from any thread. Loom's scheduler\n"
       "currently ties every stream to the thread that made it, so this stream\n"

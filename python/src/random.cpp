@@ -15,7 +15,6 @@ void check_state_index(int64_t i) {
   if (i != 0 && i != -1) throw std::out_of_range("[random.state] Index out of range.");
 }
 
-
 } // namespace
 
 void init_random(nb::module_& parent) {
@@ -45,17 +44,19 @@ void init_random(nb::module_& parent) {
   m.attr("state") = nb::cast(RandomState{});
 
   m.def(
-      "seed", [](uint64_t seed) { random::seed(seed); }, nb::arg("seed"), nb::sig("def seed(seed: int) -> None"),
-        "Seed the global random number generator (of the calling thread).\n\n"
-        "Example:\n"
-        "    >>> mx.random.seed(42)\n\n"
-        "Args:\n    seed (int): The seed.");
+      "seed", [](uint64_t seed) { random::seed(seed); }, nb::arg("seed"),
+      nb::sig("def seed(seed: int) -> None"),
+      "Seed the global random number generator (of the calling thread).\n\n"
+      "Example:\n"
+      "    >>> mx.random.seed(42)\n\n"
+      "Args:\n    seed (int): The seed.");
 
   m.def(
-      "key", [](uint64_t seed) { return random::key(seed); }, nb::arg("seed"), nb::sig("def key(seed: int) -> array"),
-        "A PRNG key made from a seed.\n\n"
-        "Args:\n    seed (int): The seed.\n\n"
-        "Returns:\n    array: The key, a uint32 array of shape ``(2,)``.");
+      "key", [](uint64_t seed) { return random::key(seed); }, nb::arg("seed"),
+      nb::sig("def key(seed: int) -> array"),
+      "A PRNG key made from a seed.\n\n"
+      "Args:\n    seed (int): The seed.\n\n"
+      "Returns:\n    array: The key, a uint32 array of shape ``(2,)``.");
 
   m.def(
       "split",
@@ -167,11 +168,11 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "gumbel",
-      [](const std::vector<int>& shape, std::optional<Dtype> dtype,
-         const std::optional<array>& key, const StreamArg& s) {
+      [](const std::vector<int>& shape, std::optional<Dtype> dtype, const std::optional<array>& key,
+         const StreamArg& s) {
         Dtype d = dtype.value_or(float32);
-        array u = random::uniform(array(0.0f), array(1.0f), Shape(shape.begin(), shape.end()), d,
-                                  key, s);
+        array u =
+            random::uniform(array(0.0f), array(1.0f), Shape(shape.begin(), shape.end()), d, key, s);
         return negative(log(negative(log(u, s), s), s), s);
       },
       nb::arg("shape") = std::vector<int>{}, nb::arg("dtype").none() = float32,
@@ -230,13 +231,12 @@ void init_random(nb::module_& parent) {
       [](const std::vector<int>& shape, std::optional<Dtype> dtype, float loc, float scale,
          const std::optional<array>& key, const StreamArg& s) {
         Dtype d = dtype.value_or(float32);
-        array u = random::uniform(array(0.0f), array(1.0f), Shape(shape.begin(), shape.end()), d,
-                                  key, s);
+        array u =
+            random::uniform(array(0.0f), array(1.0f), Shape(shape.begin(), shape.end()), d, key, s);
         array c = subtract(u, array(0.5, d), s);
-        array x = multiply(sign(c, s),
-                           log(subtract(array(1.0, d), multiply(array(2.0, d), abs(c, s), s), s),
-                               s),
-                           s);
+        array x =
+            multiply(sign(c, s),
+                     log(subtract(array(1.0, d), multiply(array(2.0, d), abs(c, s), s), s), s), s);
         return add(multiply(x, array(scale, d), s), array(loc, d), s);
       },
       nb::arg("shape") = std::vector<int>{}, nb::arg("dtype").none() = float32,

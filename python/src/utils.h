@@ -101,10 +101,9 @@ inline Shape to_shape(const IntOrInts& v) {
   return Shape(s.begin(), s.end());
 }
 
-// Ops as function pointers. Calling through a lambda (rather than taking the
-// op's address) lets the module load while an op family is not linked yet.
-#define LOOM_UNARY_FN(NAME) \
-  +[](const array& a, StreamOrDevice s) { return loom::NAME(a, s); }
+// Ops as plain function pointers of one signature (the core declares some
+// ops with overloads, so their addresses are not taken directly).
+#define LOOM_UNARY_FN(NAME) +[](const array& a, StreamOrDevice s) { return loom::NAME(a, s); }
 #define LOOM_BINARY_FN(NAME) \
   +[](const array& a, const array& b, StreamOrDevice s) { return loom::NAME(a, b, s); }
 
