@@ -3,7 +3,6 @@
 // transforms of Reduce and ArgReduce.
 #include "loom/ops/reduce.h"
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,53 +23,6 @@ using namespace loom;
 using Axes = std::vector<int>;
 
 namespace {
-
-// Ops of other families land on their own schedule; a test that needs one
-// that is not linked in yet is skipped instead of aborting the binary.
-constexpr const char* kReshape =
-    "_ZN4loom7reshapeERKNS_5arrayESt6vectorIiSaIiEESt7variantIJSt9monostateNS_6StreamENS_"
-    "6DeviceEEE";
-constexpr const char* kBroadcastTo =
-    "_ZN4loom12broadcast_toERKNS_5arrayERKSt6vectorIiSaIiEESt7variantIJSt9monostateNS_"
-    "6StreamENS_6DeviceEEE";
-constexpr const char* kMultiply =
-    "_ZN4loom8multiplyERKNS_5arrayES2_St7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-constexpr const char* kDivide =
-    "_ZN4loom6divideERKNS_5arrayES2_St7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-constexpr const char* kEqual =
-    "_ZN4loom5equalERKNS_5arrayES2_St7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-constexpr const char* kWhere =
-    "_ZN4loom5whereERKNS_5arrayES2_S2_St7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-constexpr const char* kAstype =
-    "_ZN4loom6astypeERKNS_5arrayENS_5DtypeESt7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-constexpr const char* kArange =
-    "_ZN4loom6arangeEdddNS_5DtypeESt7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-constexpr const char* kZerosLike =
-    "_ZN4loom10zeros_likeERKNS_5arrayESt7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-constexpr const char* kZeros =
-    "_ZN4loom5zerosERKSt6vectorIiSaIiEENS_5DtypeESt7variantIJSt9monostateNS_6StreamENS_"
-    "6DeviceEEE";
-constexpr const char* kOnes =
-    "_ZN4loom4onesERKSt6vectorIiSaIiEENS_5DtypeESt7variantIJSt9monostateNS_6StreamENS_"
-    "6DeviceEEE";
-constexpr const char* kSlice =
-    "_ZN4loom5sliceERKNS_5arrayESt6vectorIiSaIiEES5_S5_St7variantIJSt9monostateNS_6StreamENS_"
-    "6DeviceEEE";
-constexpr const char* kConcatenate =
-    "_ZN4loom11concatenateERKSt6vectorINS_5arrayESaIS1_EEiSt7variantIJSt9monostateNS_"
-    "6StreamENS_6DeviceEEE";
-constexpr const char* kTranspose =
-    "_ZN4loom9transposeERKNS_5arrayESt6vectorIiSaIiEESt7variantIJSt9monostateNS_6StreamENS_"
-    "6DeviceEEE";
-constexpr const char* kMoveaxis =
-    "_ZN4loom8moveaxisERKNS_5arrayEiiSt7variantIJSt9monostateNS_6StreamENS_6DeviceEEE";
-
-#define REQUIRE_OPS(...)                                                       \
-  for (const char* symbol : {__VA_ARGS__}) {                                   \
-    if (dlsym(RTLD_DEFAULT, symbol) == nullptr) {                              \
-      GTEST_SKIP() << "an op of another family is not linked yet: " << symbol; \
-    }                                                                          \
-  }
 
 // A strided view of `base` (transposes, steps, broadcasts) without depending
 // on the shape family.
@@ -586,15 +538,15 @@ TEST(Reduce, AxisErrors) {
     EXPECT_THROW(f(a), std::out_of_range);
   }
   // MLX's wording, without the op name.
-  expect_error([&] { sum(a, Axes{3}); }, "Invalid axis 3 for array with 2 dimensions.");
-  expect_error([&] { max(a, Axes{-3}); }, "Invalid axis -3 for array with 2 dimensions.");
-  expect_error([&] { argmax(a, 2); }, "Invalid axis 2 for array with 2 dimensions.");
+  expect_error([&] { sum(a, Axes{3}); }, "[sum] Invalid axis 3 for array with 2 dimensions.");
+  expect_error([&] { max(a, Axes{-3}); }, "[max] Invalid axis -3 for array with 2 dimensions.");
+  expect_error([&] { argmax(a, 2); }, "[argmax] Invalid axis 2 for array with 2 dimensions.");
   EXPECT_THROW(argmin(a, -3), std::out_of_range);
   expect_error([&] { mean(a, Axes{3}); },
                "[mean] axis 3 is out of bounds for array with 2 dimensions.");
   EXPECT_THROW(mean(a, Axes{-3}), std::out_of_range);
-  expect_error([&] { sum(a, Axes{0, 0}); }, "Duplicate axes detected in reduction.");
-  expect_error([&] { any(a, Axes{1, -1}); }, "Duplicate axes detected in reduction.");
+  expect_error([&] { sum(a, Axes{0, 0}); }, "[sum] Duplicate axes detected in reduction.");
+  expect_error([&] { any(a, Axes{1, -1}); }, "[any] Duplicate axes detected in reduction.");
   EXPECT_THROW(mean(a, Axes{1, -1}), std::invalid_argument);
   EXPECT_THROW(sum(array(1.0f), Axes{0}), std::out_of_range);
 }
@@ -681,7 +633,6 @@ TEST(Reduce, ArgReduceNanAndLongRows) {
 // --- mean (sum scaled in the result dtype; needs astype and multiply) ---------
 
 TEST(ReduceMean, DtypesAndValues) {
-  REQUIRE_OPS(kMultiply, kAstype);
   array i32({1, 2, 3, 4}, {2, 2}, int32);
   array m = mean(i32);
   EXPECT_EQ(m.dtype(), float32);
@@ -724,7 +675,6 @@ array reduce_jvp(const array& out, const array& tangent) {
 } // namespace
 
 TEST(ReduceGrad, SumVjpJvp) {
-  REQUIRE_OPS(kReshape, kBroadcastTo);
   array x = random_array({2, 3, 4}, float32, 41);
   array out = sum(x, Axes{1});
   array cot = random_array({2, 4}, float32, 42);
@@ -745,7 +695,6 @@ TEST(ReduceGrad, SumVjpJvp) {
 }
 
 TEST(ReduceGrad, MaxMinShareTiesAndPropagateNan) {
-  REQUIRE_OPS(kReshape, kEqual, kMultiply, kDivide);
   array x({1.0f, 3.0f, 3.0f, 2.0f});
   EXPECT_EQ(values(reduce_vjp(max(x), array(1.0f))), std::vector<double>({0, 0.5, 0.5, 0}));
   array y({1.0f, 3.0f, 3.0f, 2.0f, 2.0f, 0.0f}, {2, 3});
@@ -760,7 +709,6 @@ TEST(ReduceGrad, MaxMinShareTiesAndPropagateNan) {
 }
 
 TEST(ReduceGrad, MaxJvpTakesFirstExtreme) {
-  REQUIRE_OPS(kReshape, kEqual, kWhere, kArange, kTranspose);
   array x({1.0f, 5.0f, 3.0f, 5.0f, 2.0f, 0.0f}, {2, 3});
   array t({1.0f, 10.0f, 100.0f, 1000.0f, 10000.0f, 100000.0f}, {2, 3});
   EXPECT_EQ(reduce_jvp(max(x), t).item<float>(), 10.0f);
@@ -769,7 +717,6 @@ TEST(ReduceGrad, MaxJvpTakesFirstExtreme) {
 }
 
 TEST(ReduceGrad, ProdIsExactWithZerosAndInfinities) {
-  REQUIRE_OPS(kReshape, kBroadcastTo, kMultiply, kSlice, kConcatenate, kOnes, kTranspose);
   auto grad = [](std::vector<float> v) {
     array x(v, {static_cast<int>(v.size())});
     return values(reduce_vjp(prod(x), array(1.0f)));
@@ -804,7 +751,6 @@ TEST(ReduceGrad, ProdIsExactWithZerosAndInfinities) {
 }
 
 TEST(ReduceGrad, NoGradientThroughIndicesAndLogic) {
-  REQUIRE_OPS(kZerosLike, kZeros);
   array x({1.0f, 3.0f, 2.0f});
   array am = argmax(x);
   EXPECT_EQ(values(reduce_vjp(am, array(1u))), std::vector<double>({0, 0, 0}));
@@ -840,7 +786,6 @@ TEST(ReduceVmap, MovesTheMappedAxisOutOfTheReduction) {
 }
 
 TEST(ReduceVmap, FlattenedArgReducePerSample) {
-  REQUIRE_OPS(kReshape, kMoveaxis);
   array x = random_array({3, 4, 5}, float32, 62);
   auto [outs, axes] = argmax(random_array({3, 5}, float32, 1), true).primitive().vmap({x}, {1});
   EXPECT_EQ(axes[0], 0);

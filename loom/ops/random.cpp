@@ -46,9 +46,10 @@ array sample(const Shape& shape, RandomDistribution dist, Dtype dtype,
 // standard sample can be skipped. Arrays inside transforms (tracers) and
 // unevaluated arrays never count: they may be differentiated or batched.
 bool is_constant(const array& a, double value) {
-  if (a.ndim() != 0 || !a.is_available() || a.is_tracer() || a.has_node() ||
-      is_complex(a.dtype())) {
-    return false;
+  if (a.ndim() != 0 || !a.is_available() || a.is_tracer() || a.has_node()) return false;
+  if (is_complex(a.dtype())) {
+    return cast_element<complex64_t>(a.data<char>(), a.dtype()) ==
+           complex64_t(static_cast<float>(value), 0.0f);
   }
   return cast_element<double>(a.data<char>(), a.dtype()) == value;
 }

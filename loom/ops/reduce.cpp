@@ -16,13 +16,14 @@ namespace loom {
 
 namespace {
 
-// MLX's messages for reduction axes carry no op name; Loom keeps them word
-// for word so code matching on them keeps working.
-int reduction_axis(int axis, int ndim) {
+// MLX's message for a bad reduction axis, prefixed with the op's name so the
+// error says which call failed.
+int reduction_axis(int axis, int ndim, const char* op) {
   int a = axis < 0 ? axis + ndim : axis;
   if (a < 0 || a >= ndim) {
     std::ostringstream msg;
-    msg << "Invalid axis " << axis << " for array with " << ndim << " dimensions.";
+    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim
+        << " dimensions.";
     throw std::out_of_range(msg.str());
   }
   return a;
@@ -30,13 +31,14 @@ int reduction_axis(int axis, int ndim) {
 
 // Sorted, validated axes: IndexError for out-of-range ones, ValueError for
 // repeats.
-std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes) {
+std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, const char* op) {
   std::vector<int> out;
   out.reserve(axes.size());
-  for (int ax : axes) out.push_back(reduction_axis(ax, a.ndim()));
+  for (int ax : axes) out.push_back(reduction_axis(ax, a.ndim(), op));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    throw std::invalid_argument("Duplicate axes detected in reduction.");
+    throw std::invalid_argument(std::string("[") + op +
+                                "] Duplicate axes detected in reduction.");
   }
   return out;
 }
@@ -76,15 +78,15 @@ void check_extreme_extent(const array& a, const std::vector<int>& axes, bool kee
 
 array extreme(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s,
               Reduce::ReduceType type, const char* op) {
-  auto ax = reduction_axes(a, axes);
+  auto ax = reduction_axes(a, axes, op);
   if (ax.empty()) return a;
   check_extreme_extent(a, ax, keepdims, op);
   return make_reduce(a, type, std::move(ax), keepdims, a.dtype(), s);
 }
 
 array logical(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s,
-              Reduce::ReduceType type) {
-  auto ax = reduction_axes(a, axes);
+              Reduce::ReduceType type, const char* op) {
+  auto ax = reduction_axes(a, axes, op);
   // With no axes the result is the input as bool; the kernel converts then.
   if (ax.empty() && a.dtype() == bool_) return a;
   return make_reduce(a, type, std::move(ax), keepdims, bool_, s);
@@ -92,7 +94,7 @@ array logical(const array& a, const std::vector<int>& axes, bool keepdims, Strea
 
 array arg_extreme(const array& a, int axis, bool all, bool keepdims, StreamOrDevice s,
                   ArgReduce::ReduceType type, const char* op) {
-  if (!all) axis = reduction_axis(axis, a.ndim());
+  if (!all) axis = reduction_axis(axis, a.ndim(), op);
   if (a.size() == 0) {
     throw std::invalid_argument(std::string("[") + op + "] Cannot " + op +
                                 " reduce zero size array.");
@@ -111,7 +113,7 @@ array arg_extreme(const array& a, int axis, bool all, bool keepdims, StreamOrDev
 } // namespace
 
 array sum(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = reduction_axes(a, axes);
+  auto ax = reduction_axes(a, axes, "sum");
   if (ax.empty()) return a;
   return make_reduce(a, Reduce::Sum, std::move(ax), keepdims, sum_dtype(a.dtype()), s);
 }
@@ -120,7 +122,7 @@ array sum(const array& a, bool keepdims, StreamOrDevice s) {
 }
 
 array prod(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = reduction_axes(a, axes);
+  auto ax = reduction_axes(a, axes, "prod");
   if (ax.empty()) return a;
   return make_reduce(a, Reduce::Prod, std::move(ax), keepdims, sum_dtype(a.dtype()), s);
 }
@@ -140,7 +142,7 @@ array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOr
     }
     ax.push_back(v);
   }
-  ax = reduction_axes(a, ax);
+  ax = reduction_axes(a, ax, "mean");
   double count = 1;
   for (int v : ax) count *= a.shape(v);
   const Dtype dtype = is_inexact(a.dtype()) ? a.dtype() : float32;
@@ -168,14 +170,14 @@ array min(const array& a, bool keepdims, StreamOrDevice s) {
 }
 
 array all(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  return logical(a, axes, keepdims, s, Reduce::And);
+  return logical(a, axes, keepdims, s, Reduce::And, "all");
 }
 array all(const array& a, bool keepdims, StreamOrDevice s) {
   return all(a, all_axes(a), keepdims, s);
 }
 
 array any(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  return logical(a, axes, keepdims, s, Reduce::Or);
+  return logical(a, axes, keepdims, s, Reduce::Or, "any");
 }
 array any(const array& a, bool keepdims, StreamOrDevice s) {
   return any(a, all_axes(a), keepdims, s);

@@ -5,9 +5,17 @@
 // uint32 words. A request for N words per key takes word j and word j + h + r
 // (h = N / 2, r = N % 2) from the hash of the counter (j, j + h + r), j < h,
 // and, when N is odd, word h from the first half of the hash of (h, 0). This
-// layout is MLX's, so keys, splits and uniform samples agree with MLX bit for
-// bit, and no value depends on how the work is split between threads.
-// Byte-sized requests (width 1 or 2) take the first bytes of those words.
+// layout is MLX's, so keys, splits, uniform and float32 normal samples agree
+// with MLX bit for bit, and no value depends on how the work is split between
+// threads. Byte-sized requests (width 1 or 2) take the first bytes of those
+// words.
+//
+// Normal samples invert the error function of a uniform in (-1, 1) (no
+// Box-Muller: one word per sample, no pairing). Where Loom differs from MLX on
+// purpose: float16/bfloat16 samples are computed in float32 and rounded once
+// (MLX rounds every intermediate to the half type); float64 normals use the
+// exact inverse (MLX's is within 1e-7); float64 uniforms are supported (MLX
+// raises).
 #pragma once
 
 #include <cstdint>

@@ -16,20 +16,34 @@ namespace {
 
 const char* buffer_format(Dtype d) {
   switch (d.val) {
-    case Dtype::Val::bool_: return "?";
-    case Dtype::Val::uint8: return "B";
-    case Dtype::Val::uint16: return "H";
-    case Dtype::Val::uint32: return "I";
-    case Dtype::Val::uint64: return "Q";
-    case Dtype::Val::int8: return "b";
-    case Dtype::Val::int16: return "h";
-    case Dtype::Val::int32: return "i";
-    case Dtype::Val::int64: return "q";
-    case Dtype::Val::float16: return "e";
-    case Dtype::Val::float32: return "f";
-    case Dtype::Val::float64: return "d";
-    case Dtype::Val::complex64: return "Zf";
-    case Dtype::Val::bfloat16: return "bfloat16"; // NumPy has no bfloat16: it refuses it
+    case Dtype::Val::bool_:
+      return "?";
+    case Dtype::Val::uint8:
+      return "B";
+    case Dtype::Val::uint16:
+      return "H";
+    case Dtype::Val::uint32:
+      return "I";
+    case Dtype::Val::uint64:
+      return "Q";
+    case Dtype::Val::int8:
+      return "b";
+    case Dtype::Val::int16:
+      return "h";
+    case Dtype::Val::int32:
+      return "i";
+    case Dtype::Val::int64:
+      return "q";
+    case Dtype::Val::float16:
+      return "e";
+    case Dtype::Val::float32:
+      return "f";
+    case Dtype::Val::float64:
+      return "d";
+    case Dtype::Val::complex64:
+      return "Zf";
+    case Dtype::Val::bfloat16:
+      return "bfloat16"; // NumPy has no bfloat16: it refuses it
   }
   return "B";
 }
@@ -40,20 +54,34 @@ nb::dlpack::dtype dlpack_dtype(Dtype d) {
     return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
   };
   switch (d.val) {
-    case Dtype::Val::bool_: return make(C::Bool, 8);
-    case Dtype::Val::uint8: return make(C::UInt, 8);
-    case Dtype::Val::uint16: return make(C::UInt, 16);
-    case Dtype::Val::uint32: return make(C::UInt, 32);
-    case Dtype::Val::uint64: return make(C::UInt, 64);
-    case Dtype::Val::int8: return make(C::Int, 8);
-    case Dtype::Val::int16: return make(C::Int, 16);
-    case Dtype::Val::int32: return make(C::Int, 32);
-    case Dtype::Val::int64: return make(C::Int, 64);
-    case Dtype::Val::float16: return make(C::Float, 16);
-    case Dtype::Val::float32: return make(C::Float, 32);
-    case Dtype::Val::float64: return make(C::Float, 64);
-    case Dtype::Val::complex64: return make(C::Complex, 64);
-    case Dtype::Val::bfloat16: return make(C::Bfloat, 16);
+    case Dtype::Val::bool_:
+      return make(C::Bool, 8);
+    case Dtype::Val::uint8:
+      return make(C::UInt, 8);
+    case Dtype::Val::uint16:
+      return make(C::UInt, 16);
+    case Dtype::Val::uint32:
+      return make(C::UInt, 32);
+    case Dtype::Val::uint64:
+      return make(C::UInt, 64);
+    case Dtype::Val::int8:
+      return make(C::Int, 8);
+    case Dtype::Val::int16:
+      return make(C::Int, 16);
+    case Dtype::Val::int32:
+      return make(C::Int, 32);
+    case Dtype::Val::int64:
+      return make(C::Int, 64);
+    case Dtype::Val::float16:
+      return make(C::Float, 16);
+    case Dtype::Val::float32:
+      return make(C::Float, 32);
+    case Dtype::Val::float64:
+      return make(C::Float, 64);
+    case Dtype::Val::complex64:
+      return make(C::Complex, 64);
+    case Dtype::Val::bfloat16:
+      return make(C::Bfloat, 16);
   }
   return make(C::UInt, 8);
 }
@@ -140,9 +168,12 @@ struct ArrayIterator {
 };
 
 nb::object tuple_of(const Shape& s) {
-  nb::list l;
-  for (auto d : s) l.append(d);
-  return nb::tuple(l);
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  if (t == nullptr) throw nb::python_error();
+  for (size_t i = 0; i < s.size(); ++i) {
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), PyLong_FromLong(s[i]));
+  }
+  return nb::steal(t);
 }
 
 // --- operators ---------------------------------------------------------------
@@ -170,8 +201,7 @@ array binary_op(const array& self, nb::handle other, BinaryFn fn, const char* wh
 
 void check_bitwise(const array& x, const array& y, const char* what) {
   if (is_inexact(x.dtype()) || is_inexact(y.dtype())) {
-    throw std::invalid_argument(std::string("Floating point types not allowed with ") + what +
-                                ".");
+    throw std::invalid_argument(std::string("Floating point types not allowed with ") + what + ".");
   }
 }
 
@@ -207,8 +237,9 @@ std::vector<int> int_args(const nb::args& args, const char* what) {
   std::vector<int> out;
   for (auto h : args) {
     if (!PyLong_Check(h.ptr())) {
-      throw nb::type_error((std::string(what) + " must be integers or one sequence of integers, "
-                                                "got " +
+      throw nb::type_error((std::string(what) +
+                            " must be integers or one sequence of integers, "
+                            "got " +
                             python_type_name(h) + ".")
                                .c_str());
     }
@@ -356,17 +387,18 @@ void init_array(nb::module_& m) {
           nb::arg("copy").none() = nb::none(),
           "A DLPack capsule viewing the array's memory (evaluates it).")
       .def("__dlpack_device__", [](const array&) { return nb::make_tuple(1, 0); })
-      .def("__array_namespace__",
-           [](const array&, nb::handle) { return core_module(); },
-           nb::arg("api_version").none() = nb::none(),
-           "The array API namespace of the array: loom.core.")
+      .def(
+          "__array_namespace__", [](const array&, nb::handle) { return core_module(); },
+          nb::arg("api_version").none() = nb::none(),
+          "The array API namespace of the array: loom.core.")
       .def("__copy__", [](const array& a) { return copy(a); })
       .def(
           "__deepcopy__", [](const array& a, nb::handle) { return copy(a); }, nb::arg("memo"))
       .def("__getstate__",
            [](array& a) {
              bool bf16 = a.dtype() == bfloat16;
-             nb::object data = to_numpy(a, true, bf16 ? std::optional<Dtype>(uint16) : std::nullopt);
+             nb::object data =
+                 to_numpy(a, true, bf16 ? std::optional<Dtype>(uint16) : std::nullopt);
              return nb::make_tuple(data, mlx_dtype_code(a.dtype()));
            })
       .def("__setstate__", [](array* self, const nb::tuple& state) {
@@ -384,8 +416,9 @@ void init_array(nb::module_& m) {
       });
 
   // --- indexing --------------------------------------------------------------------
-  cls.def("__getitem__", [](const array& a, nb::handle index) { return get_item(a, index); },
-          nb::arg().none())
+  cls.def(
+         "__getitem__", [](const array& a, nb::handle index) { return get_item(a, index); },
+         nb::arg().none())
       .def(
           "__setitem__",
           [](array& a, nb::handle index, const ScalarOrArray& v) { set_item(a, index, v.obj); },
@@ -405,7 +438,8 @@ void init_array(nb::module_& m) {
       {"__mul__", "__rmul__", "__imul__", LOOM_BINARY_FN(multiply), "multiplication"},
       {"__truediv__", "__rtruediv__", "__itruediv__", LOOM_BINARY_FN(divide), "division"},
       {"__div__", "__rdiv__", nullptr, LOOM_BINARY_FN(divide), "division"},
-      {"__floordiv__", "__rfloordiv__", "__ifloordiv__", LOOM_BINARY_FN(floor_divide), "floor division"},
+      {"__floordiv__", "__rfloordiv__", "__ifloordiv__", LOOM_BINARY_FN(floor_divide),
+       "floor division"},
       {"__mod__", "__rmod__", "__imod__", LOOM_BINARY_FN(remainder), "modulus"},
       {"__pow__", "__rpow__", "__ipow__", LOOM_BINARY_FN(power), "power"},
   };
@@ -422,8 +456,7 @@ void init_array(nb::module_& m) {
     bool is_division = std::string(what) == "division";
     def_inplace(cls, op.iname, [fn, what, is_division](const array& a, nb::handle b) {
       if (is_division && !is_inexact(a.dtype())) {
-        throw std::invalid_argument(
-            "In place division cannot cast to non-floating point type.");
+        throw std::invalid_argument("In place division cannot cast to non-floating point type.");
       }
       return binary_op(a, b, fn, what);
     });
@@ -473,9 +506,8 @@ void init_array(nb::module_& m) {
     def_operator(cls, op.name, [fn, what](const array& a, const ScalarOrArray& b) {
       return bitwise_op(a, b.obj, fn, what);
     });
-    def_inplace(cls, op.iname, [fn, what](const array& a, nb::handle b) {
-      return bitwise_op(a, b, fn, what);
-    });
+    def_inplace(cls, op.iname,
+                [fn, what](const array& a, nb::handle b) { return bitwise_op(a, b, fn, what); });
   }
 
   cls.def(
@@ -502,10 +534,10 @@ void init_array(nb::module_& m) {
   // --- method forms of ops ---------------------------------------------------------
   auto stream_arg = [] { return nb::arg("stream") = nb::none(); };
 
-#define LOOM_UNARY_METHOD(NAME)                                                             \
-  cls.def(                                                                                  \
-      #NAME, [](const array& a, const StreamArg& s) { return loom::NAME(a, s); },           \
-      nb::kw_only(), stream_arg(), "See :func:`" #NAME "`.")
+#define LOOM_UNARY_METHOD(NAME)                                                                  \
+  cls.def(                                                                                       \
+      #NAME, [](const array& a, const StreamArg& s) { return loom::NAME(a, s); }, nb::kw_only(), \
+      stream_arg(), "See :func:`" #NAME "`.")
   LOOM_UNARY_METHOD(abs);
   LOOM_UNARY_METHOD(cos);
   LOOM_UNARY_METHOD(exp);
@@ -517,15 +549,15 @@ void init_array(nb::module_& m) {
   LOOM_UNARY_METHOD(square);
 #undef LOOM_UNARY_METHOD
 
-#define LOOM_REDUCTION_METHOD(NAME)                                                         \
-  cls.def(                                                                                  \
-      #NAME,                                                                                \
-      [](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {             \
-        if (!axis) return loom::NAME(a, keepdims, s);                                       \
-        return loom::NAME(a, to_axes(*axis), keepdims, s);                                  \
-      },                                                                                    \
-      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(),             \
-      stream_arg(), "See :func:`" #NAME "`.")
+#define LOOM_REDUCTION_METHOD(NAME)                                                           \
+  cls.def(                                                                                    \
+      #NAME,                                                                                  \
+      [](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {               \
+        if (!axis) return loom::NAME(a, keepdims, s);                                         \
+        return loom::NAME(a, to_axes(*axis), keepdims, s);                                    \
+      },                                                                                      \
+      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(), stream_arg(), \
+      "See :func:`" #NAME "`.")
   LOOM_REDUCTION_METHOD(sum);
   LOOM_REDUCTION_METHOD(mean);
   LOOM_REDUCTION_METHOD(max);
@@ -535,18 +567,45 @@ void init_array(nb::module_& m) {
   LOOM_REDUCTION_METHOD(any);
 #undef LOOM_REDUCTION_METHOD
 
-#define LOOM_ARG_REDUCTION_METHOD(NAME)                                                     \
-  cls.def(                                                                                  \
-      #NAME,                                                                                \
-      [](const array& a, std::optional<int> axis, bool keepdims, const StreamArg& s) {      \
-        if (!axis) return loom::NAME(a, keepdims, s);                                       \
-        return loom::NAME(a, *axis, keepdims, s);                                           \
-      },                                                                                    \
-      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(),             \
-      stream_arg(), "See :func:`" #NAME "`.")
+#define LOOM_ARG_REDUCTION_METHOD(NAME)                                                       \
+  cls.def(                                                                                    \
+      #NAME,                                                                                  \
+      [](const array& a, std::optional<int> axis, bool keepdims, const StreamArg& s) {        \
+        if (!axis) return loom::NAME(a, keepdims, s);                                         \
+        return loom::NAME(a, *axis, keepdims, s);                                             \
+      },                                                                                      \
+      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(), stream_arg(), \
+      "See :func:`" #NAME "`.")
   LOOM_ARG_REDUCTION_METHOD(argmax);
   LOOM_ARG_REDUCTION_METHOD(argmin);
 #undef LOOM_ARG_REDUCTION_METHOD
+
+  auto all_axes_of = [](const array& a, const Axis& axis) {
+    if (axis) return to_axes(*axis);
+    std::vector<int> axes(a.ndim());
+    for (int i = 0; i < a.ndim(); ++i) axes[i] = i;
+    return axes;
+  };
+  cls.def(
+      "logsumexp",
+      [all_axes_of](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {
+        return logsumexp_op(a, all_axes_of(a, axis), keepdims, s);
+      },
+      nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(), stream_arg(),
+      "See :func:`logsumexp`.");
+  for (bool root : {false, true}) {
+    cls.def(
+        root ? "std" : "var",
+        [all_axes_of, root](const array& a, const Axis& axis, bool keepdims, int ddof,
+                            std::optional<int> correction, const StreamArg& s) {
+          array v = var_op(a, all_axes_of(a, axis), keepdims, correction.value_or(ddof), s);
+          return root ? sqrt(v, s) : v;
+        },
+        nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::arg("ddof") = 0,
+        nb::kw_only(), nb::arg("correction").none() = nb::none(), stream_arg(),
+        root ? "See :func:`std` (``correction`` is another name for ``ddof``)."
+             : "See :func:`var` (``correction`` is another name for ``ddof``).");
+  }
 
   cls.def(
          "reshape",
@@ -584,8 +643,7 @@ void init_array(nb::module_& m) {
           [](const array& a, int axis1, int axis2, const StreamArg& s) {
             return swapaxes(a, axis1, axis2, s);
           },
-          nb::arg("axis1"), nb::arg("axis2"), nb::kw_only(), stream_arg(),
-          "See :func:`swapaxes`.")
+          nb::arg("axis1"), nb::arg("axis2"), nb::kw_only(), stream_arg(), "See :func:`swapaxes`.")
       .def(
           "moveaxis",
           [](const array& a, int source, int destination, const StreamArg& s) {

@@ -51,13 +51,20 @@ bool fits(const PyInt& v, Dtype d) {
   if (v.is_unsigned) return d == uint64 || !is_integral(d);
   auto in = [&](int64_t lo, int64_t hi) { return v.i >= lo && v.i <= hi; };
   switch (d.val) {
-    case Dtype::Val::uint8: return in(0, UINT8_MAX);
-    case Dtype::Val::uint16: return in(0, UINT16_MAX);
-    case Dtype::Val::uint32: return in(0, UINT32_MAX);
-    case Dtype::Val::int8: return in(INT8_MIN, INT8_MAX);
-    case Dtype::Val::int16: return in(INT16_MIN, INT16_MAX);
-    case Dtype::Val::int32: return in(INT32_MIN, INT32_MAX);
-    default: return true; // int64, uint64 (wraps like MLX), inexact types
+    case Dtype::Val::uint8:
+      return in(0, UINT8_MAX);
+    case Dtype::Val::uint16:
+      return in(0, UINT16_MAX);
+    case Dtype::Val::uint32:
+      return in(0, UINT32_MAX);
+    case Dtype::Val::int8:
+      return in(INT8_MIN, INT8_MAX);
+    case Dtype::Val::int16:
+      return in(INT16_MIN, INT16_MAX);
+    case Dtype::Val::int32:
+      return in(INT32_MIN, INT32_MAX);
+    default:
+      return true; // int64, uint64 (wraps like MLX), inexact types
   }
 }
 
@@ -77,9 +84,9 @@ nb::object mlx_array_protocol(nb::handle h) {
     if (nb::hasattr(h, name)) {
       nb::object r = h.attr(name)();
       if (!is_array(r)) {
-        throw nb::type_error((std::string(name) + " must return a loom.core.array, got " +
-                              python_type_name(r) + ".")
-                                 .c_str());
+        throw nb::type_error(
+            (std::string(name) + " must return a loom.core.array, got " + python_type_name(r) + ".")
+                .c_str());
       }
       return r;
     }
@@ -90,9 +97,7 @@ nb::object mlx_array_protocol(nb::handle h) {
 // --- buffers (NumPy arrays and scalars, memoryview) -------------------------
 
 // Element types a buffer may hold: every Loom dtype plus complex128.
-enum class SourceType {
-  bool_, u8, u16, u32, u64, i8, i16, i32, i64, f16, f32, f64, c64, c128
-};
+enum class SourceType { bool_, u8, u16, u32, u64, i8, i16, i32, i64, f16, f32, f64, c64, c128 };
 
 std::optional<SourceType> source_type(const char* format, Py_ssize_t itemsize) {
   if (format == nullptr) return SourceType::u8;
@@ -105,11 +110,16 @@ std::optional<SourceType> source_type(const char* format, Py_ssize_t itemsize) {
   }
   auto sized_int = [&](bool is_signed) -> std::optional<SourceType> {
     switch (itemsize) {
-      case 1: return is_signed ? SourceType::i8 : SourceType::u8;
-      case 2: return is_signed ? SourceType::i16 : SourceType::u16;
-      case 4: return is_signed ? SourceType::i32 : SourceType::u32;
-      case 8: return is_signed ? SourceType::i64 : SourceType::u64;
-      default: return std::nullopt;
+      case 1:
+        return is_signed ? SourceType::i8 : SourceType::u8;
+      case 2:
+        return is_signed ? SourceType::i16 : SourceType::u16;
+      case 4:
+        return is_signed ? SourceType::i32 : SourceType::u32;
+      case 8:
+        return is_signed ? SourceType::i64 : SourceType::u64;
+      default:
+        return std::nullopt;
     }
   };
   std::string code(f);
@@ -132,20 +142,32 @@ std::optional<SourceType> source_type(const char* format, Py_ssize_t itemsize) {
 // narrows to float32 and complex128 to complex64.
 Dtype default_dtype(SourceType t) {
   switch (t) {
-    case SourceType::bool_: return bool_;
-    case SourceType::u8: return uint8;
-    case SourceType::u16: return uint16;
-    case SourceType::u32: return uint32;
-    case SourceType::u64: return uint64;
-    case SourceType::i8: return int8;
-    case SourceType::i16: return int16;
-    case SourceType::i32: return int32;
-    case SourceType::i64: return int64;
-    case SourceType::f16: return float16;
+    case SourceType::bool_:
+      return bool_;
+    case SourceType::u8:
+      return uint8;
+    case SourceType::u16:
+      return uint16;
+    case SourceType::u32:
+      return uint32;
+    case SourceType::u64:
+      return uint64;
+    case SourceType::i8:
+      return int8;
+    case SourceType::i16:
+      return int16;
+    case SourceType::i32:
+      return int32;
+    case SourceType::i64:
+      return int64;
+    case SourceType::f16:
+      return float16;
     case SourceType::f32:
-    case SourceType::f64: return float32;
+    case SourceType::f64:
+      return float32;
     case SourceType::c64:
-    case SourceType::c128: return complex64;
+    case SourceType::c128:
+      return complex64;
   }
   return float32;
 }
@@ -153,20 +175,34 @@ Dtype default_dtype(SourceType t) {
 template <typename F>
 decltype(auto) dispatch_source(SourceType t, F&& f) {
   switch (t) {
-    case SourceType::bool_: return f(type_tag<bool>{});
-    case SourceType::u8: return f(type_tag<uint8_t>{});
-    case SourceType::u16: return f(type_tag<uint16_t>{});
-    case SourceType::u32: return f(type_tag<uint32_t>{});
-    case SourceType::u64: return f(type_tag<uint64_t>{});
-    case SourceType::i8: return f(type_tag<int8_t>{});
-    case SourceType::i16: return f(type_tag<int16_t>{});
-    case SourceType::i32: return f(type_tag<int32_t>{});
-    case SourceType::i64: return f(type_tag<int64_t>{});
-    case SourceType::f16: return f(type_tag<float16_t>{});
-    case SourceType::f32: return f(type_tag<float>{});
-    case SourceType::f64: return f(type_tag<double>{});
-    case SourceType::c64: return f(type_tag<std::complex<float>>{});
-    case SourceType::c128: return f(type_tag<std::complex<double>>{});
+    case SourceType::bool_:
+      return f(type_tag<bool>{});
+    case SourceType::u8:
+      return f(type_tag<uint8_t>{});
+    case SourceType::u16:
+      return f(type_tag<uint16_t>{});
+    case SourceType::u32:
+      return f(type_tag<uint32_t>{});
+    case SourceType::u64:
+      return f(type_tag<uint64_t>{});
+    case SourceType::i8:
+      return f(type_tag<int8_t>{});
+    case SourceType::i16:
+      return f(type_tag<int16_t>{});
+    case SourceType::i32:
+      return f(type_tag<int32_t>{});
+    case SourceType::i64:
+      return f(type_tag<int64_t>{});
+    case SourceType::f16:
+      return f(type_tag<float16_t>{});
+    case SourceType::f32:
+      return f(type_tag<float>{});
+    case SourceType::f64:
+      return f(type_tag<double>{});
+    case SourceType::c64:
+      return f(type_tag<std::complex<float>>{});
+    case SourceType::c128:
+      return f(type_tag<std::complex<double>>{});
   }
   throw std::invalid_argument("[array] Unknown buffer element type.");
 }
@@ -174,8 +210,8 @@ decltype(auto) dispatch_source(SourceType t, F&& f) {
 template <typename To, typename From>
 To convert_any(const From& v) {
   if constexpr (std::is_same_v<From, std::complex<double>>) {
-    return convert<To>(std::complex<float>(static_cast<float>(v.real()),
-                                           static_cast<float>(v.imag())));
+    return convert<To>(
+        std::complex<float>(static_cast<float>(v.real()), static_cast<float>(v.imag())));
   } else {
     return convert<To>(v);
   }
@@ -381,6 +417,28 @@ void scan(nb::handle h, int depth, ListScan& st) {
 }
 
 template <typename T>
+Dtype dtype_of() {
+  if constexpr (std::is_same_v<T, bool>)
+    return bool_;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return uint8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return uint16;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return uint32;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return uint64;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return int8;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return int16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return int32;
+  else
+    return int64;
+}
+
+template <typename T>
 T python_scalar_as(nb::handle h) {
   PyObject* p = h.ptr();
   if (PyBool_Check(p)) return convert<T>(p == Py_True);
@@ -393,7 +451,7 @@ T python_scalar_as(nb::handle h) {
     } else {
       PyInt v = read_int(h, int64);
       if (v.is_unsigned) {
-        if constexpr (!std::is_same_v<T, uint64_t>) overflow_error(h, array::default_dtype_of<T>());
+        if constexpr (!std::is_same_v<T, uint64_t>) overflow_error(h, dtype_of<T>());
         return convert<T>(v.u);
       }
       return convert<T>(v.i);
@@ -426,10 +484,14 @@ void fill(nb::handle h, int depth, int list_depth, T*& dst) {
 
 Dtype kind_dtype(Kind k, bool needs_int64) {
   switch (k) {
-    case Kind::boolean: return bool_;
-    case Kind::integer: return needs_int64 ? int64 : int32;
-    case Kind::complex: return complex64;
-    default: return float32;
+    case Kind::boolean:
+      return bool_;
+    case Kind::integer:
+      return needs_int64 ? int64 : int32;
+    case Kind::complex:
+      return complex64;
+    default:
+      return float32;
   }
 }
 
@@ -525,8 +587,10 @@ std::pair<array, array> to_arrays(nb::handle a, nb::handle b) {
 array array_from_python(nb::handle v, std::optional<Dtype> dtype) {
   PyObject* p = v.ptr();
   if (is_array(v)) {
+    // A new array, not a view: writes through the buffer protocol must not
+    // reach the original (as in MLX).
     const array& a = as_array(v);
-    return dtype && *dtype != a.dtype() ? astype(a, *dtype) : a;
+    return dtype && *dtype != a.dtype() ? astype(a, *dtype) : copy(a);
   }
   if (PyBool_Check(p)) return array(p == Py_True, dtype.value_or(bool_));
   if (PyLong_Check(p)) {
@@ -641,19 +705,27 @@ void eval_nogil(array& a) {
 int mlx_dtype_code(Dtype d) {
   // MLX orders bfloat16 after float64.
   switch (d.val) {
-    case Dtype::Val::float32: return 10;
-    case Dtype::Val::float64: return 11;
-    case Dtype::Val::bfloat16: return 12;
-    default: return dtype_index(d);
+    case Dtype::Val::float32:
+      return 10;
+    case Dtype::Val::float64:
+      return 11;
+    case Dtype::Val::bfloat16:
+      return 12;
+    default:
+      return dtype_index(d);
   }
 }
 
 Dtype dtype_from_mlx_code(int code) {
   switch (code) {
-    case 10: return float32;
-    case 11: return float64;
-    case 12: return bfloat16;
-    default: return dtype_from_index(code);
+    case 10:
+      return float32;
+    case 11:
+      return float64;
+    case 12:
+      return bfloat16;
+    default:
+      return dtype_from_index(code);
   }
 }
 

@@ -134,8 +134,8 @@ void init_devices(nb::module_& m) {
       .def_ro("device", &ThreadLocalStream::device)
       .def("__repr__",
            [](const ThreadLocalStream& s) {
-             return "ThreadLocalStream(" + device_repr(s.device) + ", " +
-                    std::to_string(s.index) + ")";
+             return "ThreadLocalStream(" + device_repr(s.device) + ", " + std::to_string(s.index) +
+                    ")";
            })
       .def("__eq__", [](const ThreadLocalStream& s, nb::handle other) {
         return nb::isinstance<ThreadLocalStream>(other) &&
@@ -147,7 +147,7 @@ void init_devices(nb::module_& m) {
       .def("__enter__", [](StreamContext& c) { enter(c); })
       .def("__exit__", [](StreamContext& c, nb::args) { exit(c); });
 
-  m.def("default_device", &default_device, nb::sig("def default_device() -> Device"),
+  m.def("default_device", &default_device, nb::sig("def default_device() -> loom.core.Device"),
         "The device operations run on when they are given no stream.");
 
   m.def(
@@ -196,7 +196,8 @@ void init_devices(nb::module_& m) {
         check_gpu_available(d, "new_thread_unsafe_stream", "make gpu stream");
         return new_stream(d);
       },
-      nb::arg("device"), nb::sig("def new_thread_unsafe_stream(device: Device | DeviceType) -> Stream"),
+      nb::arg("device"),
+      nb::sig("def new_thread_unsafe_stream(device: Device | DeviceType) -> Stream"),
       "Make a new stream on a device.\n\n"
       "In MLX such a stream may be used from any thread. Loom's scheduler\n"
       "currently ties every stream to the thread that made it, so this stream\n"
@@ -210,7 +211,7 @@ void init_devices(nb::module_& m) {
         set_default_stream(s);
         set_default_device(d);
       },
-      nb::arg("stream"), nb::sig("def set_default_stream(stream: Stream) -> None"),
+      nb::arg("stream"), nb::sig("def set_default_stream(stream: loom.core.Stream) -> None"),
       "Make a stream the default stream of its device. The default device does\n"
       "not change.\n\n"
       "Args:\n    stream (Stream): The new default stream.");
@@ -232,7 +233,8 @@ void init_devices(nb::module_& m) {
         return c;
       },
       nb::arg("s"),
-      nb::sig("def stream(s: Stream | ThreadLocalStream | Device | DeviceType) -> StreamContext"),
+      nb::sig("def stream(s: loom.core.Stream | loom.core.ThreadLocalStream | loom.core.Device | "
+              "loom.core.DeviceType) -> loom.core.StreamContext"),
       "A context manager that sets the default device and stream.\n\n"
       "Example:\n"
       "    >>> with mx.stream(mx.cpu):\n"
@@ -251,8 +253,8 @@ void init_devices(nb::module_& m) {
         }
       },
       nb::arg("stream") = nb::none(),
-      nb::sig("def synchronize(stream: Stream | ThreadLocalStream | Device | DeviceType | None = "
-              "None) -> None"),
+      nb::sig("def synchronize(stream: loom.core.Stream | loom.core.ThreadLocalStream | "
+              "loom.core.Device | loom.core.DeviceType | None = None) -> None"),
       "Wait until the work already queued on a stream has run.\n\n"
       "Args:\n"
       "    stream (Stream, optional): The stream; a device means its default\n"
@@ -267,7 +269,7 @@ void init_devices(nb::module_& m) {
       nb::sig("def clear_streams() -> None"), "Destroy the streams made on the calling thread.");
 
   m.def("device_count", &device_count, nb::arg("device_type"),
-        nb::sig("def device_count(device_type: DeviceType) -> int"),
+        nb::sig("def device_count(device_type: loom.core.DeviceType) -> int"),
         "The number of available devices of a type.");
 
   m.def(

@@ -31,8 +31,11 @@ FloatInfo float_info(Dtype d) {
     return {d, -max, max, std::ldexp(1.0, -7), std::ldexp(1.0, -126), 16};
   } else {
     using L = std::numeric_limits<T>;
-    return {d, static_cast<double>(L::lowest()), static_cast<double>(L::max()),
-            static_cast<double>(L::epsilon()), static_cast<double>(L::min()),
+    return {d,
+            static_cast<double>(L::lowest()),
+            static_cast<double>(L::max()),
+            static_cast<double>(L::epsilon()),
+            static_cast<double>(L::min()),
             static_cast<int>(sizeof(T) * 8)};
   }
 }
@@ -42,10 +45,14 @@ FloatInfo make_finfo(Dtype d) {
     throw std::invalid_argument("[finfo] dtype " + dtype_name(d) + " is not inexact.");
   }
   switch (d.val) {
-    case Dtype::Val::float16: return float_info<float16_t>(d);
-    case Dtype::Val::bfloat16: return float_info<bfloat16_t>(d);
-    case Dtype::Val::float64: return float_info<double>(d);
-    default: return float_info<float>(float32); // float32, complex64 (its parts)
+    case Dtype::Val::float16:
+      return float_info<float16_t>(d);
+    case Dtype::Val::bfloat16:
+      return float_info<bfloat16_t>(d);
+    case Dtype::Val::float64:
+      return float_info<double>(d);
+    default:
+      return float_info<float>(float32); // float32, complex64 (its parts)
   }
 }
 
@@ -108,9 +115,9 @@ void init_dtypes(nb::module_& m) {
       .def("__hash__", [](const Dtype& d) { return mlx_dtype_code(d); });
 
   const std::pair<const char*, Dtype> dtypes[] = {
-      {"bool_", bool_},     {"uint8", uint8},       {"uint16", uint16},   {"uint32", uint32},
-      {"uint64", uint64},   {"int8", int8},         {"int16", int16},     {"int32", int32},
-      {"int64", int64},     {"float16", float16},   {"float32", float32}, {"float64", float64},
+      {"bool_", bool_},       {"uint8", uint8},        {"uint16", uint16},   {"uint32", uint32},
+      {"uint64", uint64},     {"int8", int8},          {"int16", int16},     {"int32", int32},
+      {"int64", int64},       {"float16", float16},    {"float32", float32}, {"float64", float64},
       {"bfloat16", bfloat16}, {"complex64", complex64}};
   for (auto& [name, d] : dtypes) m.attr(name) = nb::cast(d);
 
@@ -179,7 +186,8 @@ void init_dtypes(nb::module_& m) {
         Dtype f = nb::isinstance<Dtype>(from) ? nb::cast<Dtype>(from) : as_array(from).dtype();
         return promote_types(f, to) == to;
       },
-      nb::arg("from_"), nb::arg("to"), nb::sig("def can_cast(from_: array | Dtype, to: Dtype) -> bool"),
+      nb::arg("from_"), nb::arg("to"),
+      nb::sig("def can_cast(from_: array | Dtype, to: Dtype) -> bool"),
       "Whether ``from_`` can be cast to ``to`` under the promotion rules, that\n"
       "is whether promoting the two gives ``to``.\n\n"
       "Args:\n"
@@ -210,14 +218,14 @@ void init_dtypes(nb::module_& m) {
       "Returns:\n    bool");
 
   nb::class_<FloatInfo>(m, "finfo", "Limits of a floating point dtype.")
-      .def("__init__", [](FloatInfo* self, const Dtype& d) { new (self) FloatInfo(make_finfo(d)); },
-           nb::arg())
+      .def(
+          "__init__", [](FloatInfo* self, const Dtype& d) { new (self) FloatInfo(make_finfo(d)); },
+          nb::arg())
       .def_ro("min", &FloatInfo::min, "The most negative finite value.")
       .def_ro("max", &FloatInfo::max, "The largest finite value.")
       .def_ro("eps", &FloatInfo::eps,
               "The gap between 1.0 and the next larger representable value.")
-      .def_ro("smallest_normal", &FloatInfo::smallest_normal,
-              "The smallest positive normal value.")
+      .def_ro("smallest_normal", &FloatInfo::smallest_normal, "The smallest positive normal value.")
       .def_ro("bits", &FloatInfo::bits, "Bits per value.")
       .def_ro("dtype", &FloatInfo::dtype, "The Dtype.")
       .def("__repr__", [](const FloatInfo& f) {
@@ -226,15 +234,18 @@ void init_dtypes(nb::module_& m) {
       });
 
   nb::class_<IntInfo>(m, "iinfo", "Limits of an integer dtype.")
-      .def("__init__", [](IntInfo* self, const Dtype& d) { new (self) IntInfo(make_iinfo(d)); },
-           nb::arg())
-      .def_prop_ro("min", [](const IntInfo& i) { return i.min; }, "The smallest value.")
-      .def_prop_ro("max", [](const IntInfo& i) { return i.max; }, "The largest value.")
+      .def(
+          "__init__", [](IntInfo* self, const Dtype& d) { new (self) IntInfo(make_iinfo(d)); },
+          nb::arg())
+      .def_prop_ro(
+          "min", [](const IntInfo& i) { return i.min; }, "The smallest value.")
+      .def_prop_ro(
+          "max", [](const IntInfo& i) { return i.max; }, "The largest value.")
       .def_ro("dtype", &IntInfo::dtype, "The Dtype.")
       .def("__repr__", [](const IntInfo& i) {
         return "iinfo(min=" + nb::cast<std::string>(nb::str(i.min)) +
-               ", max=" + nb::cast<std::string>(nb::str(i.max)) +
-               ", dtype=" + dtype_name(i.dtype) + ")";
+               ", max=" + nb::cast<std::string>(nb::str(i.max)) + ", dtype=" + dtype_name(i.dtype) +
+               ")";
       });
 }
 

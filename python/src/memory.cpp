@@ -38,8 +38,7 @@ struct PeakMemory {
 } // namespace
 
 void init_memory(nb::module_& m) {
-  m.def("get_active_memory", &loom::get_active_memory,
-        nb::sig("def get_active_memory() -> int"),
+  m.def("get_active_memory", &loom::get_active_memory, nb::sig("def get_active_memory() -> int"),
         "Bytes held by live arrays (buffers in the cache are not counted).");
 
   m.def(
@@ -102,13 +101,12 @@ void init_memory(nb::module_& m) {
   m.def("clear_cache", &loom::clear_cache, nb::sig("def clear_cache() -> None"),
         "Return the cached buffers to the system; get_cache_memory() is 0 after.");
 
-  nb::class_<PeakMemory>(
-      m, "PeakMemory",
-      "Measures the peak memory of a region; made by peak_memory().\n\n"
-      "Attributes:\n"
-      "    peak (int): The highest active memory in bytes while the region ran\n"
-      "      (including what was already in use when it started).\n"
-      "    start (int): The active memory in bytes when the region started.")
+  nb::class_<PeakMemory>(m, "PeakMemory",
+                         "Measures the peak memory of a region; made by peak_memory().\n\n"
+                         "Attributes:\n"
+                         "    peak (int): The highest active memory in bytes while the region ran\n"
+                         "      (including what was already in use when it started).\n"
+                         "    start (int): The active memory in bytes when the region started.")
       .def_prop_ro("peak", [](const PeakMemory& p) { return p.state->peak; })
       .def_prop_ro("start", [](const PeakMemory& p) { return p.state->start; })
       .def("__enter__",

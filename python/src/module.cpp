@@ -2,6 +2,7 @@
 // LOOM_DEBUG origin hook.
 #include <cmath>
 #include <cstdlib>
+#include <unordered_map>
 
 #include "utils.h"
 
@@ -42,6 +43,19 @@ bool in_package(const std::string& file) {
   return false;
 }
 
+// realpath of a source file, cached (every node built under LOOM_DEBUG asks).
+const std::string& resolved_path(const std::string& file) {
+  static std::unordered_map<std::string, std::string> cache;
+  auto it = cache.find(file);
+  if (it != cache.end()) return it->second;
+  std::string real = file;
+  if (char* resolved = realpath(file.c_str(), nullptr)) {
+    real = resolved;
+    std::free(resolved);
+  }
+  return cache.emplace(file, std::move(real)).first->second;
+}
+
 std::string python_origin() {
   // Nodes may be built by C++ code running without the GIL (eval workers);
   // they have no Python line.
@@ -63,12 +77,7 @@ std::string python_origin() {
     }
     Py_XDECREF(name);
     Py_DECREF(code);
-    std::string real = file;
-    if (char* resolved = realpath(file.c_str(), nullptr)) {
-      real = resolved;
-      std::free(resolved);
-    }
-    if (!file.empty() && !in_package(real)) {
+    if (!file.empty() && !in_package(resolved_path(file))) {
       origin = file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
       Py_DECREF(frame);
       break;
@@ -96,6 +105,10 @@ nb::module_ core_module() { return nb::borrow<nb::module_>(g_core); }
 NB_MODULE(core, m) {
   using namespace loom::bindings;
   g_core = m.ptr();
+  // Functions returned by grad/vmap/custom_function hold Python callables in
+  // C++ closures that Python's collector cannot see into; a cycle through
+  // one is reported by nanobind at exit although nothing leaks while running.
+  nb::set_leak_warnings(false);
 
   m.doc() = "Loom's array API, matching MLX's mlx.core.";
   m.attr("__version__") = "0.1.0";
@@ -106,6 +119,7 @@ NB_MODULE(core, m) {
   init_printing(m);
   init_array(m);
   init_ops(m);
+  init_composites(m);
   init_random(m);
   init_transforms(m);
 

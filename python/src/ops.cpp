@@ -28,8 +28,11 @@ std::string binary_doc(const char* summary) {
 // Element-wise unary op taking a scalar or an array.
 void def_unary(nb::module_& m, const char* name, UnaryFn fn, const char* summary,
                bool scalar_input = true, bool pos_only_marker = true) {
-  std::string sig = std::string("def ") + name + "(a: " + (scalar_input ? "scalar | " : "") +
-                    "array" + (pos_only_marker ? ", /, *," : ",") +
+  // MLX documents `a: array` although the element-wise ops accept scalars;
+  // bitwise_invert alone says so.
+  std::string sig = std::string("def ") + name +
+                    "(a: " + (std::string(name) == "bitwise_invert" ? "scalar | " : "") + "array" +
+                    (pos_only_marker ? ", /, *," : ",") +
                     " stream: StreamOrDevice = None) -> array";
   std::string doc = unary_doc(summary);
   if (scalar_input) {
@@ -46,8 +49,8 @@ void def_unary(nb::module_& m, const char* name, UnaryFn fn, const char* summary
 
 void def_binary(nb::module_& m, const char* name, BinaryFn fn, const char* summary,
                 const char* sig_args = "a: scalar | array, b: scalar | array") {
-  std::string sig = std::string("def ") + name + "(" + sig_args +
-                    ", stream: StreamOrDevice = None) -> array";
+  std::string sig =
+      std::string("def ") + name + "(" + sig_args + ", stream: StreamOrDevice = None) -> array";
   std::string doc = binary_doc(summary);
   m.def(
       name,
@@ -124,15 +127,16 @@ Number read_number(nb::handle h) {
     return {static_cast<double>(v), false, v < INT32_MIN || v > INT32_MAX};
   }
   if (PyFloat_Check(h.ptr())) return {PyFloat_AS_DOUBLE(h.ptr()), true, false};
-  throw nb::type_error(("arange(): expected an int or a float, got " + python_type_name(h) + ".").c_str());
+  throw nb::type_error(
+      ("arange(): expected an int or a float, got " + python_type_name(h) + ".").c_str());
 }
 
 array arange_impl(nb::handle start_h, nb::handle stop_h, nb::handle step_h,
                   std::optional<Dtype> dtype, const StreamArg& s) {
   Number start = start_h.is_valid() ? read_number(start_h) : Number{0.0, false, false};
   Number stop = read_number(stop_h);
-  Number step = step_h.is_valid() && !step_h.is_none() ? read_number(step_h)
-                                                       : Number{1.0, false, false};
+  Number step =
+      step_h.is_valid() && !step_h.is_none() ? read_number(step_h) : Number{1.0, false, false};
   if (step.value == 0) throw std::invalid_argument("[arange] step must be nonzero.");
   Dtype d = start.needs_int64 || stop.needs_int64 || step.needs_int64 ? int64 : int32;
   if (dtype) {
@@ -172,17 +176,17 @@ void init_ops(nb::module_& m) {
   def_unary(m, "cos", LOOM_UNARY_FN(cos), "Element-wise cosine.");
   def_unary(m, "tanh", LOOM_UNARY_FN(tanh), "Element-wise hyperbolic tangent.");
   def_unary(m, "erf", LOOM_UNARY_FN(erf), "Element-wise error function.");
-  def_unary(m, "sigmoid", LOOM_UNARY_FN(sigmoid), "Element-wise logistic sigmoid, ``1 / (1 + exp(-a))``.");
+  def_unary(m, "sigmoid", LOOM_UNARY_FN(sigmoid),
+            "Element-wise logistic sigmoid, ``1 / (1 + exp(-a))``.");
   def_unary(m, "logical_not", LOOM_UNARY_FN(logical_not), "Element-wise logical not.");
   def_unary(m, "floor", LOOM_UNARY_FN(floor), "Element-wise floor.");
   def_unary(m, "ceil", LOOM_UNARY_FN(ceil), "Element-wise ceiling.");
   def_unary(m, "negative", LOOM_UNARY_FN(negative), "Element-wise negation.");
   def_unary(m, "isnan", LOOM_UNARY_FN(isnan), "Which elements are NaN.", true, false);
-  def_unary(m, "isinf", LOOM_UNARY_FN(isinf), "Which elements are positive or negative infinity.", true,
-            false);
+  def_unary(m, "isinf", LOOM_UNARY_FN(isinf), "Which elements are positive or negative infinity.",
+            true, false);
   def_unary(m, "bitwise_invert", LOOM_UNARY_FN(bitwise_invert),
-            "Element-wise bitwise inversion of integers (logical not for booleans).", true,
-            false);
+            "Element-wise bitwise inversion of integers (logical not for booleans).", true, false);
   def_unary(m, "stop_gradient", LOOM_UNARY_FN(stop_gradient),
             "The input unchanged, with no gradient flowing through it.", false);
 
@@ -200,14 +204,13 @@ void init_ops(nb::module_& m) {
   def_binary(m, "add", LOOM_BINARY_FN(add), "Element-wise addition.");
   def_binary(m, "subtract", LOOM_BINARY_FN(subtract), "Element-wise subtraction.");
   def_binary(m, "multiply", LOOM_BINARY_FN(multiply), "Element-wise multiplication.");
-  def_binary(m, "divide", LOOM_BINARY_FN(divide), "Element-wise true division (a floating result).");
+  def_binary(m, "divide", LOOM_BINARY_FN(divide),
+             "Element-wise true division (a floating result).");
   def_binary(m, "floor_divide", LOOM_BINARY_FN(floor_divide),
              "Element-wise floor division: ``floor(a / b)``.");
   def_binary(m, "remainder", LOOM_BINARY_FN(remainder),
              "Element-wise remainder of floor division; takes the sign of ``b``.");
   def_binary(m, "power", LOOM_BINARY_FN(power), "Element-wise power, ``a ** b``.",
-             "a: scalar | array, b: scalar | array, /, *");
-  def_binary(m, "pow", LOOM_BINARY_FN(power), "Element-wise power, ``a ** b``.",
              "a: scalar | array, b: scalar | array, /, *");
   def_binary(m, "maximum", LOOM_BINARY_FN(maximum), "Element-wise maximum (NaN propagates).",
              "a: scalar | array, b: scalar | array, /, *");
@@ -230,10 +233,12 @@ void init_ops(nb::module_& m) {
   def_binary(m, "bitwise_xor", LOOM_BINARY_FN(bitwise_xor),
              "Element-wise bitwise xor of integers or booleans.");
   def_binary(m, "left_shift", LOOM_BINARY_FN(left_shift), "Element-wise left shift, ``a << b``.");
-  def_binary(m, "right_shift", LOOM_BINARY_FN(right_shift), "Element-wise right shift, ``a >> b``.");
-  def_binary(m, "bitwise_left_shift", LOOM_BINARY_FN(left_shift), "Element-wise left shift, ``a << b``.");
-  def_binary(m, "bitwise_right_shift", LOOM_BINARY_FN(right_shift),
+  def_binary(m, "right_shift", LOOM_BINARY_FN(right_shift),
              "Element-wise right shift, ``a >> b``.");
+  // MLX's aliases are the same function objects.
+  m.attr("pow") = m.attr("power");
+  m.attr("bitwise_left_shift") = m.attr("left_shift");
+  m.attr("bitwise_right_shift") = m.attr("right_shift");
 
   m.def(
       "logical_xor",
@@ -242,7 +247,9 @@ void init_ops(nb::module_& m) {
         return not_equal(astype(x, bool_, s), astype(y, bool_, s), s);
       },
       nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
-      nb::sig("def logical_xor(a: array, b: array, /, *, stream: StreamOrDevice = None) -> array"),
+      nb::sig(
+          "def logical_xor(a: scalar | array, b: scalar | array, /, *, stream: StreamOrDevice = "
+          "None) -> array"),
       binary_doc("Element-wise logical xor.").c_str());
 
   m.def(
@@ -325,12 +332,12 @@ void init_ops(nb::module_& m) {
       "Returns:\n    array: The product.");
 
   // --- reductions --------------------------------------------------------------
-#define LOOM_REDUCTION(NAME, SUMMARY)                                                       \
-  def_reduction(                                                                            \
-      m, #NAME,                                                                             \
-      [](const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) {            \
-        return loom::NAME(a, ax, k, s);                                                     \
-      },                                                                                    \
+#define LOOM_REDUCTION(NAME, SUMMARY)                                            \
+  def_reduction(                                                                 \
+      m, #NAME,                                                                  \
+      [](const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { \
+        return loom::NAME(a, ax, k, s);                                          \
+      },                                                                         \
       [](const array& a, bool k, StreamOrDevice s) { return loom::NAME(a, k, s); }, SUMMARY)
   LOOM_REDUCTION(sum, "Sum over the given axes.");
   LOOM_REDUCTION(mean, "Mean over the given axes.");
@@ -539,7 +546,7 @@ void init_ops(nb::module_& m) {
   m.def(
       "astype",
       [](const array& a, const Dtype& dtype, const StreamArg& s) { return astype(a, dtype, s); },
-      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("dtype"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def astype(a: array, dtype: Dtype, /, *, stream: StreamOrDevice = None) -> array"),
       "Convert an array to a dtype.\n\n"
       "Args:\n    a (array): Input array.\n    dtype (Dtype): The new dtype.\n\n"
@@ -609,8 +616,8 @@ void init_ops(nb::module_& m) {
         nb::sig("def transpose(a: array, /, axes: Sequence[int] | None = None, *, stream: "
                 "StreamOrDevice = None) -> array"),
         transpose_doc);
-  m.def("permute_dims", transpose_fn, nb::arg(), nb::arg("axes").none() = nb::none(),
-        nb::kw_only(), nb::arg("stream") = nb::none(),
+  m.def("permute_dims", transpose_fn, nb::arg(), nb::arg("axes").none() = nb::none(), nb::kw_only(),
+        nb::arg("stream") = nb::none(),
         nb::sig("def permute_dims(a: array, /, axes: Sequence[int] | None = None, *, stream: "
                 "StreamOrDevice = None) -> array"),
         transpose_doc);
@@ -620,8 +627,7 @@ void init_ops(nb::module_& m) {
       [](const array& a, int axis1, int axis2, const StreamArg& s) {
         return swapaxes(a, axis1, axis2, s);
       },
-      nb::arg(), nb::arg("axis1"), nb::arg("axis2"), nb::kw_only(),
-      nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("axis1"), nb::arg("axis2"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def swapaxes(a: array, /, axis1 : int, axis2: int, *, stream: StreamOrDevice = "
               "None) -> array"),
       "Swap two axes.\n\n"
@@ -739,8 +745,8 @@ void init_ops(nb::module_& m) {
         }
         return slice(a, start, stop, step, s);
       },
-      nb::arg("a"), nb::arg("start_indices"), nb::arg("axes"), nb::arg("slice_size"),
-      nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg("a"), nb::arg("start_indices"), nb::arg("axes"), nb::arg("slice_size"), nb::kw_only(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def slice(a: array, start_indices: array, axes: Sequence[int], slice_size: "
               "Sequence[int], *, stream: StreamOrDevice = None) -> array"),
       "A slice of ``slice_size`` elements starting at ``start_indices`` along\n"
@@ -763,8 +769,9 @@ void init_ops(nb::module_& m) {
               "[slice_update] start_indices and axes must have the same length.");
         }
         if (update.ndim() != a.ndim()) {
-          throw std::invalid_argument("[slice_update] The update must have as many dimensions "
-                                      "as the array.");
+          throw std::invalid_argument(
+              "[slice_update] The update must have as many dimensions "
+              "as the array.");
         }
         Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
         for (int d = 0; d < a.ndim(); ++d) stop[d] = update.shape(d);

@@ -117,19 +117,19 @@ std::string array_repr(array& a) {
 }
 
 void init_printing(nb::module_& m) {
-  nb::class_<PrintOptions>(m, "PrintOptions",
-                           "Options for printing arrays (see set_printoptions).")
+  nb::class_<PrintOptions>(m, "PrintOptions", "Options for printing arrays (see set_printoptions).")
       .def(nb::init<int>(), nb::arg("precision") = -1)
       .def_rw("precision", &PrintOptions::precision);
 
-  m.def("get_printoptions", [] { return PrintOptions{g_precision}; },
-        nb::sig("def get_printoptions() -> PrintOptions"),
-        "Return the current array printing options.\n\n"
-        "Returns:\n    PrintOptions: The options used when printing arrays.");
+  m.def(
+      "get_printoptions", [] { return PrintOptions{g_precision}; },
+      nb::sig("def get_printoptions() -> loom.core.PrintOptions"),
+      "Return the current array printing options.\n\n"
+      "Returns:\n    PrintOptions: The options used when printing arrays.");
 
   m.def(
-      "set_printoptions", [](int precision) { g_precision = precision; },
-      nb::arg("precision") = -1, nb::sig("def set_printoptions(precision: int = -1) -> None"),
+      "set_printoptions", [](int precision) { g_precision = precision; }, nb::arg("precision") = -1,
+      nb::sig("def set_printoptions(precision: int = -1) -> None"),
       "Set how arrays are printed, for every later print.\n\n"
       "Args:\n"
       "    precision (int): Digits after the decimal point for floating point\n"
@@ -145,9 +145,12 @@ void init_printing(nb::module_& m) {
       .def("__exit__", [](PrintOptionsContext& c, nb::args) { g_precision = c.saved; });
 
   m.def(
-      "printoptions", [](int precision) { return PrintOptionsContext{precision, -1}; },
+      "printoptions",
+      [](int precision) {
+        return PrintOptionsContext{precision, -1};
+      },
       nb::arg("precision") = -1,
-      nb::sig("def printoptions(precision: int = -1) -> _PrintOptionsContext"),
+      nb::sig("def printoptions(precision: int = -1) -> loom.core._PrintOptionsContext"),
       "Context manager that sets the print options inside a ``with`` block.\n\n"
       "Example:\n"
       "    >>> with mx.printoptions(precision=2):\n"

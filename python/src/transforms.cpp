@@ -274,7 +274,7 @@ struct PyCustomFunction {
                                                  const std::vector<int>& axes) {
         nb::list ax;
         for (int a : axes) ax.append(a < 0 ? nb::none() : nb::object(nb::int_(a)));
-        nb::object r = rule.get()(rebuild_args(inputs), nb::tuple(ax));
+        nb::object r = rule.get()(pack(rebuild_args(inputs)), pack(ax));
         if (!nb::isinstance<nb::tuple>(r) || nb::len(r) != 2) {
           throw std::invalid_argument(
               "[custom_function] The vmap function must return (outputs, out_axes).");

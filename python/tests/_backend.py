@@ -26,14 +26,19 @@ def _import_loom():
     try:
         return importlib.import_module(MODULE_NAME)
     except ImportError:
-        # An in-tree build: the package lives in python/ (extension built in
-        # place) or in the CMake build tree.
+        # An in-tree build (python/README.md): the package sources are in
+        # python/ and the extension in build/python/.  The failed attempt may
+        # have cached the repository's C++ folder loom/ as a namespace
+        # package: forget it before retrying.
+        for name in [n for n in sys.modules if n == "loom" or n.startswith("loom.")]:
+            del sys.modules[name]
         for candidate in (
-            os.path.join(_REPO_ROOT, "python"),
             os.path.join(_REPO_ROOT, "build", "python"),
+            os.path.join(_REPO_ROOT, "python"),
         ):
             if os.path.isdir(os.path.join(candidate, "loom")) and candidate not in sys.path:
                 sys.path.insert(0, candidate)
+        importlib.invalidate_caches()
         return importlib.import_module(MODULE_NAME)
 
 

@@ -1,0 +1,310 @@
+// Element-wise ops: validation, MLX type promotion and broadcasting. The
+// primitives built here always see inputs of one shape and one dtype.
+#include "loom/ops/elementwise.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "loom/ops/creation.h"
+#include "loom/ops/reduce.h"
+#include "loom/ops/shape.h"
+#include "loom/ops/utils.h"
+#include "loom/primitives/binary.h"
+#include "loom/primitives/ternary.h"
+#include "loom/primitives/unary.h"
+
+namespace loom {
+
+namespace {
+
+array cast_to(const array& a, Dtype dtype, Stream s) {
+  return a.dtype() == dtype ? a : astype(a, dtype, s);
+}
+
+// Integers and bool compute inexact functions in float32, as in MLX.
+Dtype at_least_float(Dtype d) { return is_inexact(d) ? d : float32; }
+
+void reject_complex(const array& a, const char* op) {
+  if (is_complex(a.dtype())) {
+    throw std::invalid_argument(std::string("[") + op + "] Not supported for " +
+                                dtype_name(a.dtype()) + ".");
+  }
+}
+
+array unary_in(UnaryOp op, const array& a, Dtype compute, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  return make_unary(op, cast_to(a, compute, s), s);
+}
+
+Shape common_shape(const std::vector<array>& inputs) {
+  std::vector<Shape> shapes;
+  shapes.reserve(inputs.size());
+  for (const auto& x : inputs) shapes.push_back(x.shape());
+  return broadcast_shapes(shapes);
+}
+
+// Casts to `dtype` (before broadcasting, so the cast touches the smaller
+// array), then broadcasts to `shape` with a view.
+array prepare(const array& x, Dtype dtype, const Shape& shape, Stream s) {
+  array y = cast_to(x, dtype, s);
+  return y.shape() == shape ? y : broadcast_to(y, shape, s);
+}
+
+array binary_in(BinaryOp op, const array& a, const array& b, Dtype compute, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  Shape shape = common_shape({a, b});
+  return make_binary(op, prepare(a, compute, shape, s), prepare(b, compute, shape, s), s);
+}
+
+array promoted(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
+  return binary_in(op, a, b, promote_types(a.dtype(), b.dtype()), s);
+}
+
+// Bitwise ops and shifts: the promoted dtype must be an integer or bool
+// (MLX raises a RuntimeError here, naming the input dtypes).
+Dtype bitwise_dtype(const array& a, const array& b, const char* op) {
+  Dtype d = promote_types(a.dtype(), b.dtype());
+  if (!is_integral(d) && d != bool_) {
+    throw std::runtime_error(std::string("[") + op +
+                             "] Only allowed on integer or boolean types but got types " +
+                             dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) + ".");
+  }
+  return d;
+}
+
+} // namespace
+
+// --- unary ---
+
+array negative(const array& a, StreamOrDevice s) {
+  if (a.dtype() == bool_) {
+    throw std::invalid_argument("[negative] Not supported for bool, use logical_not instead.");
+  }
+  return unary_in(UnaryOp::Negative, a, a.dtype(), s);
+}
+
+array abs(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::Abs, a, a.dtype(), s); }
+
+array sign(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::Sign, a, a.dtype(), s); }
+
+array square(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Square, a, a.dtype(), s);
+}
+
+array sqrt(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Sqrt, a, at_least_float(a.dtype()), s);
+}
+
+array rsqrt(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Rsqrt, a, at_least_float(a.dtype()), s);
+}
+
+array reciprocal(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Reciprocal, a, at_least_float(a.dtype()), s);
+}
+
+array exp(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Exp, a, at_least_float(a.dtype()), s);
+}
+
+array log(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Log, a, at_least_float(a.dtype()), s);
+}
+
+array sin(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Sin, a, at_least_float(a.dtype()), s);
+}
+
+array cos(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Cos, a, at_least_float(a.dtype()), s);
+}
+
+array tanh(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::Tanh, a, at_least_float(a.dtype()), s);
+}
+
+array erf(const array& a, StreamOrDevice s) {
+  reject_complex(a, "erf");
+  return unary_in(UnaryOp::Erf, a, at_least_float(a.dtype()), s);
+}
+
+array sigmoid(const array& a, StreamOrDevice s) {
+  reject_complex(a, "sigmoid");
+  return unary_in(UnaryOp::Sigmoid, a, at_least_float(a.dtype()), s);
+}
+
+array logical_not(const array& a, StreamOrDevice s) {
+  return unary_in(UnaryOp::LogicalNot, a, a.dtype(), s);
+}
+
+array bitwise_invert(const array& a, StreamOrDevice s) {
+  if (!is_integral(a.dtype()) && a.dtype() != bool_) {
+    throw std::invalid_argument("[bitwise_invert] Bitwise inverse only allowed on integer types.");
+  }
+  return unary_in(UnaryOp::BitwiseInvert, a, a.dtype(), s);
+}
+
+array isnan(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::IsNan, a, a.dtype(), s); }
+
+array isinf(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::IsInf, a, a.dtype(), s); }
+
+array floor(const array& a, StreamOrDevice s) {
+  reject_complex(a, "floor");
+  return unary_in(UnaryOp::Floor, a, a.dtype(), s);
+}
+
+array ceil(const array& a, StreamOrDevice s) {
+  reject_complex(a, "ceil");
+  return unary_in(UnaryOp::Ceil, a, a.dtype(), s);
+}
+
+array stop_gradient(const array& a, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  return array(a.shape(), a.dtype(), std::make_shared<StopGradient>(s), {a});
+}
+
+// --- binary ---
+
+array add(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Add, a, b, s);
+}
+
+array subtract(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Subtract, a, b, s);
+}
+
+array multiply(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Multiply, a, b, s);
+}
+
+array divide(const array& a, const array& b, StreamOrDevice s) {
+  return binary_in(BinaryOp::Divide, a, b, at_least_float(promote_types(a.dtype(), b.dtype())), s);
+}
+
+array floor_divide(const array& a, const array& b, StreamOrDevice s) {
+  Dtype d = promote_types(a.dtype(), b.dtype());
+  // There is no floor in the complex plane: MLX divides.
+  if (is_complex(d)) return binary_in(BinaryOp::Divide, a, b, d, s);
+  return binary_in(BinaryOp::FloorDivide, a, b, d, s);
+}
+
+array remainder(const array& a, const array& b, StreamOrDevice s) {
+  Dtype d = promote_types(a.dtype(), b.dtype());
+  if (is_complex(d)) throw std::invalid_argument("[remainder] Complex type not supported.");
+  return binary_in(BinaryOp::Remainder, a, b, d, s);
+}
+
+array power(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Power, a, b, s);
+}
+
+array maximum(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Maximum, a, b, s);
+}
+
+array minimum(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Minimum, a, b, s);
+}
+
+array equal(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Equal, a, b, s);
+}
+
+array not_equal(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::NotEqual, a, b, s);
+}
+
+array less(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Less, a, b, s);
+}
+
+array less_equal(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::LessEqual, a, b, s);
+}
+
+array greater(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::Greater, a, b, s);
+}
+
+array greater_equal(const array& a, const array& b, StreamOrDevice s) {
+  return promoted(BinaryOp::GreaterEqual, a, b, s);
+}
+
+// Operands of different dtypes are compared as bool rather than promoted:
+// only their truth values matter, and a bool cast is the cheapest one.
+array logical_and(const array& a, const array& b, StreamOrDevice s) {
+  return binary_in(BinaryOp::LogicalAnd, a, b, a.dtype() == b.dtype() ? a.dtype() : bool_, s);
+}
+
+array logical_or(const array& a, const array& b, StreamOrDevice s) {
+  return binary_in(BinaryOp::LogicalOr, a, b, a.dtype() == b.dtype() ? a.dtype() : bool_, s);
+}
+
+array bitwise_and(const array& a, const array& b, StreamOrDevice s) {
+  return binary_in(BinaryOp::BitwiseAnd, a, b, bitwise_dtype(a, b, "bitwise_and"), s);
+}
+
+array bitwise_or(const array& a, const array& b, StreamOrDevice s) {
+  return binary_in(BinaryOp::BitwiseOr, a, b, bitwise_dtype(a, b, "bitwise_or"), s);
+}
+
+array bitwise_xor(const array& a, const array& b, StreamOrDevice s) {
+  return binary_in(BinaryOp::BitwiseXor, a, b, bitwise_dtype(a, b, "bitwise_xor"), s);
+}
+
+// Shifting bools shifts them as uint8 (True << True is 2).
+array left_shift(const array& a, const array& b, StreamOrDevice s) {
+  Dtype d = bitwise_dtype(a, b, "left_shift");
+  return binary_in(BinaryOp::LeftShift, a, b, d == bool_ ? uint8 : d, s);
+}
+
+array right_shift(const array& a, const array& b, StreamOrDevice s) {
+  Dtype d = bitwise_dtype(a, b, "right_shift");
+  return binary_in(BinaryOp::RightShift, a, b, d == bool_ ? uint8 : d, s);
+}
+
+// --- ternary ---
+
+array where(const array& condition, const array& x, const array& y, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  Shape shape = common_shape({condition, x, y});
+  Dtype d = promote_types(x.dtype(), y.dtype());
+  return make_select(prepare(condition, bool_, shape, s), prepare(x, d, shape, s),
+                     prepare(y, d, shape, s), s);
+}
+
+// --- whole-array comparisons ---
+
+array isclose(const array& a, const array& b, double rtol, double atol, bool equal_nan,
+              StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  // |a - b| <= atol + rtol * |b|, computed in a's and b's promoted dtype
+  // (so unsigned differences wrap, as in MLX) against float32 tolerances.
+  array lhs = abs(subtract(a, b, s), s);
+  array rhs = add(array(atol), multiply(array(rtol), abs(b, s), s), s);
+  array close = less_equal(lhs, rhs, s);
+  // Infinities are close only to themselves (inf - inf would be NaN).
+  array any_inf = logical_or(isinf(a, s), isinf(b, s), s);
+  close = where(any_inf, equal(a, b, s), close, s);
+  if (equal_nan) close = logical_or(close, logical_and(isnan(a, s), isnan(b, s), s), s);
+  return close;
+}
+
+array allclose(const array& a, const array& b, double rtol, double atol, bool equal_nan,
+               StreamOrDevice s) {
+  return all(isclose(a, b, rtol, atol, equal_nan, s), false, s);
+}
+
+array array_equal(const array& a, const array& b, bool equal_nan, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  if (a.shape() != b.shape()) return array(false);
+  Dtype d = promote_types(a.dtype(), b.dtype());
+  array same = equal(a, b, s);
+  if (equal_nan && is_inexact(d)) {
+    same = logical_or(same, logical_and(isnan(a, s), isnan(b, s), s), s);
+  }
+  return all(same, false, s);
+}
+
+} // namespace loom
