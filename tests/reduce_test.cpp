@@ -389,7 +389,8 @@ TEST(Reduce, EveryKernelShape) {
       {{999, 13}, {1}},       {{999, 64}, {1}},    {{999, 4}, {0}},      {{999, 7}, {0}},
       {{999, 16}, {0}},       {{6, 50, 100}, {1}}, {{6, 50, 5000}, {1}}, {{7, 9, 3}, {0, 2}},
       {{5000, 3, 2}, {0, 2}}, {{2, 70000}, {1}},   {{70000, 2}, {0}},    {{3, 5000, 3}, {1}},
-      {{40, 1700}, {0}},      {{1700, 40}, {1}}};
+      {{40, 1700}, {0}},      {{1700, 40}, {1}},   {{999, 64}, {0}},     {{3, 500, 64}, {1}},
+      {{5, 37, 40}, {1}}};
   for (Dtype dt : {float32, int32, float16, bfloat16, float64, uint8}) {
     const bool fp = is_floating_point(dt);
     double tol = (dt == float16 || dt == bfloat16) ? 1e-2 : 1e-5;
@@ -616,6 +617,14 @@ TEST(Reduce, ArgReduceNanAndLongRows) {
   EXPECT_EQ(argmin(row).item<uint32_t>(), 99999u);
   v[50000] = nan;
   EXPECT_EQ(argmax(array(v, {100000})).item<uint32_t>(), 50000u);
+  // Masked rows (-inf everywhere but a few places), as in attention.
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> masked(3 * 5000, -inf);
+  masked[4321] = 2.0f;
+  masked[4999] = 2.0f;
+  masked[5000 + 17] = -1.0f;
+  EXPECT_EQ(values(argmax(array(masked, {3, 5000}), 1)), std::vector<double>({4321, 17, 0}));
+  EXPECT_EQ(values(argmin(array(masked, {3, 5000}), 1)), std::vector<double>({0, 0, 0}));
   // float16 and bool compare too.
   EXPECT_EQ(argmax(array({1.0f, 7.0f, 7.0f}, {3}, float16)).item<uint32_t>(), 1u);
   EXPECT_EQ(argmax(array({false, true, true}, {3}, bool_)).item<uint32_t>(), 1u);

@@ -269,30 +269,58 @@ void accumulate_run(Acc* __restrict out, int64_t os, const In* __restrict x, int
   }
 }
 
+// A load from the same address modulo 4 KiB as a store in flight waits for
+// it (4K aliasing), which stalls a column sweep whose accumulators and input
+// rows are both page-aligned. Returns the place in `buf` (which has room for
+// 4 KiB more than needed) that sits 2 KiB away from `x` modulo 4 KiB.
+template <typename T>
+T* away_from(T* buf, const void* x) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(buf);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(x);
+  const uintptr_t shift = (p - b - 2048) & 4095;
+  return buf + shift / sizeof(T);
+}
+
 // Column block: `rows` rows `row_stride` apart, each accumulated into the same
-// n outputs. For rows far apart, four rows per pass quarter the loads and
-// stores of the outputs and keep four input streams in flight.
+// n outputs, in a local tile of accumulators. Eight rows go per pass: an
+// eighth of the accumulator loads and stores (whose reloads would otherwise
+// wait on store forwarding when rows are short) and eight input streams in
+// flight.
 template <typename Op, typename Acc, typename In>
 void accumulate_rows(Acc* __restrict out, int64_t os, const In* __restrict x, int64_t is, int64_t n,
                      int64_t rows, int64_t row_stride) {
-  int64_t r = 0;
-  if constexpr (!is_half_v<In>) {
-    // Rows that follow each other in memory are read as one stream instead.
-    if (os == 1 && is == 1 && row_stride != n) {
-      for (; r + 4 <= rows; r += 4) {
-        const In* x0 = x + r * row_stride;
+  if (os != 1 || is != 1) {
+    for (int64_t r = 0; r < rows; ++r) accumulate_run<Op, Acc>(out, os, x + r * row_stride, is, n);
+    return;
+  }
+  alignas(64) Acc local[kColumnTile + 4096 / sizeof(Acc)];
+  for (int64_t c = 0; c < n; c += kColumnTile) {
+    const int64_t len = std::min(kColumnTile, n - c);
+    Acc* acc = away_from(local, x + c);
+    std::copy(out + c, out + c + len, acc);
+    int64_t r = 0;
+    if constexpr (!is_half_v<In>) {
+      for (; r + 8 <= rows; r += 8) {
+        const In* x0 = x + c + r * row_stride;
         const In* x1 = x0 + row_stride;
         const In* x2 = x1 + row_stride;
         const In* x3 = x2 + row_stride;
-        for (int64_t i = 0; i < n; ++i) {
+        const In* x4 = x3 + row_stride;
+        const In* x5 = x4 + row_stride;
+        const In* x6 = x5 + row_stride;
+        const In* x7 = x6 + row_stride;
+        for (int64_t i = 0; i < len; ++i) {
           Acc a = Op::apply(convert<Acc>(x0[i]), convert<Acc>(x1[i]));
           Acc b = Op::apply(convert<Acc>(x2[i]), convert<Acc>(x3[i]));
-          out[i] = Op::apply(out[i], Op::apply(a, b));
+          Acc d = Op::apply(convert<Acc>(x4[i]), convert<Acc>(x5[i]));
+          Acc e = Op::apply(convert<Acc>(x6[i]), convert<Acc>(x7[i]));
+          acc[i] = Op::apply(acc[i], Op::apply(Op::apply(a, b), Op::apply(d, e)));
         }
       }
     }
+    for (; r < rows; ++r) accumulate_run<Op, Acc>(acc, 1, x + c + r * row_stride, 1, len);
+    std::copy(acc, acc + len, out + c);
   }
-  for (; r < rows; ++r) accumulate_run<Op, Acc>(out, os, x + r * row_stride, is, n);
 }
 
 // Row block: `rows` short contiguous rows `row_stride` apart, each reduced
@@ -428,7 +456,7 @@ void run_loops(const std::vector<LoopDim>& dims, const In* in, Acc* out) {
   const bool block = n >= 2 && !inner.reduced && dims[n - 2].reduced;
   const LoopDim& rows = dims[n >= 2 ? n - 2 : 0];
   const bool periodic = block && inner.in_stride == 1 && rows.in_stride == inner.size &&
-                        2 * inner.size <= kPeriodicLanes<Acc>;
+                        inner.size <= kPeriodicLanes<Acc>;
   // Short contiguous rows, each reduced into its own output.
   const bool short_rows =
       n >= 2 && inner.reduced && !dims[n - 2].reduced && inner.in_stride == 1 && inner.size <= 64;
@@ -608,49 +636,71 @@ inline bool better(C x, C best) {
   }
 }
 
+// First index in [begin, end) of an element equal to v (known to exist).
+template <typename C>
+int64_t find_equal(const C* x, int64_t begin, int64_t end, C v) {
+  constexpr int64_t kChunk = 64;
+  int64_t i = begin;
+  for (; i + kChunk <= end; i += kChunk) {
+    int hits = 0; // an integer sum vectorises, a bool "or" does not
+    for (int64_t k = 0; k < kChunk; ++k) hits += x[i + k] == v;
+    if (hits != 0) break;
+  }
+  for (; i < end; ++i) {
+    if (x[i] == v) return i;
+  }
+  return end;
+}
+
 // Index of the extreme of n contiguous elements (n > 0), and the extreme.
 template <bool IsMax, typename C>
 std::pair<C, int64_t> arg_contiguous_acc(const C* x, int64_t n) {
   C best = x[0];
   int64_t best_i = 0;
+  if (is_nan(best)) return {best, 0};
   if constexpr (std::is_arithmetic_v<C>) {
-    // Block by block: a vectorised pass finds the block's extreme (a NaN or
-    // infinity turns the probe into NaN), and only a block that may improve
-    // on the best is scanned for the index.
+    // Block by block (in L1): a vectorised pass finds the block's extreme and
+    // whether it holds a NaN; a better extreme is then located by a search
+    // for its first occurrence. Only a block with a NaN is scanned serially.
     constexpr int kLanes = std::max<int>(1, 128 / sizeof(C));
-    constexpr int64_t kBlock = 64 * kLanes;
+    constexpr int64_t kBlock = 4096 / sizeof(C) * 4;
+    using Flag = std::conditional_t<sizeof(C) == 8, int64_t,
+                                    std::conditional_t<sizeof(C) == 4, int32_t, int8_t>>;
     for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
       const int64_t e = std::min(n, b0 + kBlock);
-      bool scan = true;
-      if (e - b0 == kBlock) {
-        C m[kLanes];
-        C probe[kLanes];
-        for (int k = 0; k < kLanes; ++k) {
-          m[k] = x[b0 + k];
-          probe[k] = C(0);
-        }
-        for (int64_t i = b0; i < e; i += kLanes) {
-          for (int k = 0; k < kLanes; ++k) {
-            C v = x[i + k];
-            m[k] = IsMax ? (v > m[k] ? v : m[k]) : (v < m[k] ? v : m[k]);
-            if constexpr (std::is_floating_point_v<C>) probe[k] += v * C(0);
-          }
-        }
-        C mb = m[0];
-        bool special = false;
-        for (int k = 0; k < kLanes; ++k) {
-          mb = IsMax ? (m[k] > mb ? m[k] : mb) : (m[k] < mb ? m[k] : mb);
-          special |= is_nan(probe[k]);
-        }
-        scan = special || better<IsMax>(mb, best);
+      C m[kLanes];
+      Flag nan[kLanes];
+      for (int k = 0; k < kLanes; ++k) {
+        m[k] = x[b0];
+        nan[k] = 0;
       }
-      if (!scan) continue;
-      for (int64_t i = b0; i < e; ++i) {
-        if (better<IsMax>(x[i], best)) {
-          best = x[i];
-          best_i = i;
-          if (is_nan(best)) return {best, best_i};
+      int64_t i = b0;
+      for (; i + kLanes <= e; i += kLanes) {
+        for (int k = 0; k < kLanes; ++k) {
+          C v = x[i + k];
+          m[k] = IsMax ? (v > m[k] ? v : m[k]) : (v < m[k] ? v : m[k]);
+          if constexpr (std::is_floating_point_v<C>) nan[k] |= static_cast<Flag>(v != v);
         }
+      }
+      C mb = m[0];
+      bool has_nan = false;
+      for (int k = 0; k < kLanes; ++k) {
+        mb = IsMax ? (m[k] > mb ? m[k] : mb) : (m[k] < mb ? m[k] : mb);
+        has_nan |= nan[k] != 0;
+      }
+      for (; i < e; ++i) {
+        C v = x[i];
+        mb = IsMax ? (v > mb ? v : mb) : (v < mb ? v : mb);
+        has_nan |= is_nan(v);
+      }
+      if (has_nan) {
+        for (int64_t j = b0; j < e; ++j) {
+          if (is_nan(x[j])) return {x[j], j};
+        }
+      }
+      if (better<IsMax>(mb, best)) {
+        best = mb;
+        best_i = find_equal(x, b0, e, mb);
       }
     }
   } else {
