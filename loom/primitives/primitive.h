@@ -23,6 +23,8 @@ struct PrimitiveTraits {
   bool multi_output = false;
 };
 
+enum class TransformKind { vjp, jvp, vmap };
+
 class Primitive {
  public:
   explicit Primitive(Stream stream) : stream_(stream) {}
@@ -63,6 +65,10 @@ class Primitive {
   virtual PrimitiveTraits traits() const { return {}; }
 
   std::string describe() const; // "Name(params)"
+
+  // How many leading inputs a transform of this kind must follow through;
+  // the rest are carried but not transformed (custom_function's body).
+  virtual int transform_input_count(TransformKind, int num_inputs) const { return num_inputs; }
 
  protected:
   [[noreturn]] void not_implemented(const char* transform) const;

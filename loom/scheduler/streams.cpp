@@ -118,7 +118,6 @@ Stream default_stream(Device d) {
 void set_default_stream(Stream s) {
   check_stream_thread(s);
   (s.device.type == Device::cpu ? t_streams.default_cpu : t_streams.default_gpu) = s.index;
-  registry().default_device = s.device;
 }
 
 Stream new_stream(Device d) { return create_stream(d); }

@@ -9,5 +9,7 @@ thread_local int t_depth = 0;
 bool in_trace() { return t_depth > 0; }
 TraceScope::TraceScope() { ++t_depth; }
 TraceScope::~TraceScope() { --t_depth; }
+SuspendTrace::SuspendTrace() : saved_(t_depth) { t_depth = 0; }
+SuspendTrace::~SuspendTrace() { t_depth = saved_; }
 
 } // namespace loom::transforms

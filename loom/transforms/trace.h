@@ -15,4 +15,16 @@ class TraceScope {
   TraceScope& operator=(const TraceScope&) = delete;
 };
 
+// Runs a region as if outside every transform (checkpoint's forward body).
+class SuspendTrace {
+ public:
+  SuspendTrace();
+  ~SuspendTrace();
+  SuspendTrace(const SuspendTrace&) = delete;
+  SuspendTrace& operator=(const SuspendTrace&) = delete;
+
+ private:
+  int saved_;
+};
+
 } // namespace loom::transforms

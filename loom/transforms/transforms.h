@@ -32,6 +32,12 @@ ValueAndGradFn value_and_grad(const ArrayFn& fun, std::vector<int> argnums);
 // out_axes[j] where output j's mapped axis goes.
 ArrayFn vmap(const ArrayFn& fun, std::vector<int> in_axes, std::vector<int> out_axes);
 
+// vmap with the output axes chosen once the outputs are known (the Python
+// layer matches an out_axes tree against the tree fun returned).
+using OutAxesFn = std::function<std::vector<int>(const std::vector<array>& outputs)>;
+std::vector<array> vmap_apply(const ArrayFn& fun, const std::vector<array>& inputs,
+                              const std::vector<int>& in_axes, const OutAxesFn& choose_out_axes);
+
 // Recomputes fun's forward pass during the backward pass instead of keeping
 // its intermediates.
 ArrayFn checkpoint(const ArrayFn& fun);

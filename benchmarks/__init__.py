@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of Loom and its peers; run ``python -m benchmarks``."""

@@ -1,0 +1,562 @@
+"""The workloads, written once for every implementation.
+
+A workload's ``build(fw)`` makes its inputs with the adapter ``fw`` (see
+``frameworks.py``) and returns a call without arguments; the runner times that
+call followed by ``fw.sync`` of what it returns. ``build`` raises
+``Pending`` when Loom lacks a feature and ``NotApplicable`` when a peer does.
+
+This module imports only the standard library at the top, so the parent
+process (which never loads a framework) can list workloads and their sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+F32 = 4
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    group: str
+    build: Callable
+    bytes: Optional[int] = None  # least bytes read + written by one call
+    flops: Optional[int] = None  # floating-point operations of one call
+    ops: Optional[int] = None  # framework operations of one call (dispatch rows)
+    limit: Optional[str] = None  # "copy" / "gemm": this row measures the machine's limit
+    always: bool = False  # run even when --filter leaves it out (limits)
+    note: str = ""
+
+    @property
+    def bound(self):
+        if self.bytes:
+            return "memory"
+        if self.flops:
+            return "compute"
+        return None
+
+
+GROUPS = {
+    "limits": "Machine limits",
+    "dispatch": "Dispatch overhead",
+    "memory": "Memory-bound",
+    "compute": "Arithmetic-bound",
+    "vmap": "vmap (seed §4.7)",
+    "streams": "Streams (seed §1.4)",
+    "random": "Random generation",
+    "training": "Training",
+}
+
+
+def _human(n):
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def _shape(shape):
+    return "×".join(str(s) for s in shape)
+
+
+# --- limits -------------------------------------------------------------------
+def build_copy(n):
+    def build(fw):
+        x = fw.rand((n,))
+        if fw.family == "numpy":
+            out = fw.np.empty_like(x)
+            return lambda: fw.np.copyto(out, x)
+        if fw.family == "torch":
+            out = fw.torch.empty_like(x)
+            return lambda: out.copy_(x)
+        return lambda: fw.copy_op(x)
+
+    return build
+
+
+# --- dispatch -----------------------------------------------------------------
+def _scalar(fw, value):
+    return fw.input(fw.np.array(value, dtype=fw.np.float32))
+
+
+def build_scalar_chain(length):
+    def build(fw):
+        x0 = _scalar(fw, 1.0)
+        y = _scalar(fw, 0.5)
+
+        def call():
+            x = x0
+            for _ in range(length):
+                x = x + y
+            return x
+
+        return call
+
+    return build
+
+
+def build_eval_loop(iterations, eval_every_op):
+    """Seed §3.1: a = a + b; eval(a); b = b * 2; eval(b)."""
+
+    def build(fw):
+        a0 = _scalar(fw, 1.0)
+        b0 = _scalar(fw, 1.0)
+        sync = fw.sync
+
+        def call():
+            a, b = a0, b0
+            for _ in range(iterations):
+                a = a + b
+                if eval_every_op:
+                    sync(a)
+                b = b * 2
+                if eval_every_op:
+                    sync(b)
+            return a, b
+
+        return call
+
+    return build
+
+
+# --- memory-bound ---------------------------------------------------------------
+def build_unary(n, op):
+    def build(fw):
+        x = fw.rand((n,))
+        fn = fw.erf if op == "erf" else getattr(fw.m, op)
+        return lambda: fn(x)
+
+    return build
+
+
+def build_add(n):
+    def build(fw):
+        a, b = fw.rand((n,)), fw.rand((n,))
+        return lambda: a + b
+
+    return build
+
+
+def build_multiply_add(n):
+    def build(fw):
+        a, b, c = fw.rand((n,)), fw.rand((n,)), fw.rand((n,))
+        return lambda: a * b + c
+
+    return build
+
+
+def gelu_of(fw):
+    """Seed §6.3: x * (1 + erf(x / sqrt(2))) / 2."""
+    erf = fw.erf
+    root2 = math.sqrt(2)
+
+    def gelu(x):
+        return x * (1 + erf(x / root2)) / 2
+
+    return gelu
+
+
+def build_gelu(shape, compiled):
+    def build(fw):
+        gelu = gelu_of(fw)
+        if fw.family == "numpy":
+            fw.erf(None)  # raises NotApplicable: numpy has no erf
+        x = fw.rand(shape)
+        fn = fw.compile(gelu) if compiled else gelu
+        return lambda: fn(x)
+
+    return build
+
+
+def build_reduction(shape, kind, axis):
+    def build(fw):
+        x = fw.rand(shape)
+        if kind == "sum":
+            return lambda: fw.sum(x, axis=axis)
+        if kind == "max":
+            return lambda: fw.max(x, axis=axis)
+        return lambda: fw.argmax(x, axis=axis)
+
+    return build
+
+
+def build_softmax(shape):
+    def build(fw):
+        x = fw.rand(shape)
+        return lambda: fw.softmax(x, axis=-1)
+
+    return build
+
+
+def build_transpose_copy(shape):
+    def build(fw):
+        x = fw.rand(shape)
+        return lambda: fw.transpose_copy(x)
+
+    return build
+
+
+def build_concatenate(shape, axis):
+    def build(fw):
+        a, b = fw.rand(shape), fw.rand(shape)
+        return lambda: fw.concatenate([a, b], axis=axis)
+
+    return build
+
+
+# --- arithmetic-bound ------------------------------------------------------------
+def build_matmul(batch, n, dtype):
+    def build(fw):
+        shape = (batch, n, n) if batch else (n, n)
+        if fw.family == "numpy" and dtype == "bfloat16":
+            raise fw.unsupported("bfloat16")
+        a, b = fw.rand(shape, dtype), fw.rand(shape, dtype)
+        matmul = fw.m.matmul
+        return lambda: matmul(a, b)
+
+    return build
+
+
+# --- vmap (seed §4.7) --------------------------------------------------------------
+def build_vmap(kind, rows, cols):
+    def build(fw):
+        xs = fw.rand((rows, cols))
+        ys = fw.rand((cols, rows))
+        if kind == "naive":
+            return lambda: [xs[i] + ys[:, i] for i in range(rows)]
+        if kind == "vmap":
+            vmap_add = fw.vmap(lambda x, y: x + y, in_axes=(0, 1))
+            return lambda: vmap_add(xs, ys)
+        return lambda: xs + ys.T
+
+    return build
+
+
+# --- streams (seed §1.4) -----------------------------------------------------------
+def build_streams(two_streams, exps):
+    def build(fw):
+        a = fw.rand((4096, 512))
+        b0 = fw.rand((512, 4))
+        if not two_streams:
+            m = fw.m
+
+            def one_stream():
+                x = m.matmul(a, b0)
+                b = b0
+                for _ in range(exps):
+                    b = m.exp(b)
+                return x, b
+
+            return one_stream
+        if fw.family != "mlx":
+            raise fw.unsupported("streams on the CPU")
+        mx = fw.m
+        new_stream = fw.need("new_stream")
+        if fw.device == "gpu":
+            d1, d2 = new_stream(mx.gpu), new_stream(mx.cpu)
+        else:
+            d1, d2 = new_stream(mx.cpu), new_stream(mx.cpu)
+
+        def two():
+            x = mx.matmul(a, b0, stream=d1)
+            b = b0
+            for _ in range(exps):
+                b = mx.exp(b, stream=d2)
+            return x, b
+
+        return two
+
+    return build
+
+
+# --- random ------------------------------------------------------------------------
+def build_random(n, kind):
+    def build(fw):
+        fn = fw.random_normal if kind == "normal" else fw.random_uniform
+        return lambda: fn((n,))
+
+    return build
+
+
+# --- training ----------------------------------------------------------------------
+def _mlp_params(fw, dims):
+    np = fw.np
+    params = []
+    for fan_in, fan_out in zip(dims[:-1], dims[1:]):
+        scale = 1.0 / math.sqrt(fan_in)
+        w = fw.rng.uniform(-scale, scale, (fan_in, fan_out)).astype(np.float32)
+        params += [fw.input(w), fw.input(np.zeros(fan_out, np.float32))]
+    return params
+
+
+def mlp_loss_of(fw):
+    def loss(params, x, y):
+        h = x
+        for i in range(0, len(params), 2):
+            h = h @ params[i] + params[i + 1]
+            if i + 2 < len(params):
+                h = fw.relu(h)
+        return fw.mean(fw.m.square(h - y))
+
+    return loss
+
+
+def build_mlp_value_and_grad(batch, dims):
+    def build(fw):
+        params = _mlp_params(fw, dims)
+        x, y = fw.randn((batch, dims[0])), fw.randn((batch, dims[-1]))
+        value_and_grad = fw.value_and_grad(mlp_loss_of(fw))
+        return lambda: value_and_grad(params, x, y)
+
+    return build
+
+
+def build_mlp_adam_step(batch, dims):
+    def build(fw):
+        x, y = fw.randn((batch, dims[0])), fw.randn((batch, dims[-1]))
+        if fw.family == "mlx":
+            return _mlx_adam_step(fw, dims, x, y)
+        if fw.family == "torch":
+            return _torch_adam_step(fw, dims, x, y)
+        if fw.family == "jax":
+            return _jax_adam_step(fw, dims, x, y)
+        raise fw.unsupported("automatic differentiation")
+
+    return build
+
+
+def _mlx_adam_step(fw, dims, x, y):
+    nn, optim, mx = fw.need("nn"), fw.need("optimizers"), fw.m
+    layers = []
+    for fan_in, fan_out in zip(dims[:-1], dims[1:]):
+        layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1])
+    mx.eval(model.parameters())
+
+    def loss_fn(model, x, y):
+        return mx.mean(mx.square(model(x) - y))
+
+    loss_and_grad = nn.value_and_grad(model, loss_fn)
+    optimizer = optim.Adam(learning_rate=1e-3)
+
+    def step():
+        loss, grads = loss_and_grad(model, x, y)
+        optimizer.update(model, grads)
+        return loss, model.parameters(), optimizer.state
+
+    return step
+
+
+def _torch_adam_step(fw, dims, x, y):
+    torch = fw.torch
+    layers = []
+    for fan_in, fan_out in zip(dims[:-1], dims[1:]):
+        layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1]).to(fw.dev)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.mean(torch.square(model(x) - y))
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def _jax_adam_step(fw, dims, x, y):
+    jax, jnp = fw.jax, fw.m
+    value_and_grad = jax.value_and_grad(mlp_loss_of(fw))
+    tree_map = jax.tree_util.tree_map
+    params = _mlp_params(fw, dims)
+    state = {"params": params, "m": tree_map(jnp.zeros_like, params),
+             "v": tree_map(jnp.zeros_like, params), "t": 0}
+    lr, beta1, beta2, eps = 1e-3, 0.9, 0.999, 1e-8
+
+    def step():
+        loss, grads = value_and_grad(state["params"], x, y)
+        state["t"] += 1
+        t = state["t"]
+        m = tree_map(lambda m, g: beta1 * m + (1 - beta1) * g, state["m"], grads)
+        v = tree_map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state["v"], grads)
+        c1, c2 = 1 - beta1**t, 1 - beta2**t
+        state["params"] = tree_map(
+            lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), state["params"], m, v)
+        state["m"], state["v"] = m, v
+        return loss, state["params"], m, v
+
+    return step
+
+
+def transformer_block_of(fw, heads):
+    """A pre-norm block: attention then an erf-GELU MLP, from core ops only."""
+    reshape = fw.m.reshape
+    gelu = gelu_of(fw)
+
+    def layer_norm(x, g, b):
+        mu = fw.mean(x, axis=-1, keepdims=True)
+        xc = x - mu
+        var = fw.mean(xc * xc, axis=-1, keepdims=True)
+        return xc * fw.rsqrt(var + 1e-5) * g + b
+
+    def block(params, x):
+        g1, b1, wq, wk, wv, wo, g2, b2, w1, c1, w2, c2 = params
+        batch, length, dim = x.shape
+        head_dim = dim // heads
+
+        def split_heads(t):
+            return fw.swapaxes(reshape(t, (batch, length, heads, head_dim)), 1, 2)
+
+        h = layer_norm(x, g1, b1)
+        q, k, v = split_heads(h @ wq), split_heads(h @ wk), split_heads(h @ wv)
+        scores = (q @ fw.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(head_dim))
+        attn = fw.swapaxes(fw.softmax(scores, axis=-1) @ v, 1, 2)
+        x = x + reshape(attn, (batch, length, dim)) @ wo
+        h = layer_norm(x, g2, b2)
+        return x + gelu(h @ w1 + c1) @ w2 + c2
+
+    def loss(params, x):
+        out = block(params, x)
+        return fw.mean(out * out)
+
+    return loss
+
+
+def build_transformer(batch, length, dim, heads, hidden):
+    def build(fw):
+        np = fw.np
+
+        def weight(fan_in, fan_out):
+            scale = 1.0 / math.sqrt(fan_in)
+            return fw.input(fw.rng.uniform(-scale, scale, (fan_in, fan_out)).astype(np.float32))
+
+        def vec(n, value):
+            return fw.input(np.full(n, value, np.float32))
+
+        params = [vec(dim, 1.0), vec(dim, 0.0), weight(dim, dim), weight(dim, dim),
+                  weight(dim, dim), weight(dim, dim), vec(dim, 1.0), vec(dim, 0.0),
+                  weight(dim, hidden), vec(hidden, 0.0), weight(hidden, dim), vec(dim, 0.0)]
+        x = fw.randn((batch, length, dim))
+        value_and_grad = fw.value_and_grad(transformer_block_of(fw, heads))
+        return lambda: value_and_grad(params, x)
+
+    return build
+
+
+def transformer_flops(batch, length, dim, heads, hidden):
+    tokens = batch * length
+    forward = 2 * tokens * (4 * dim * dim + 2 * dim * hidden) + 4 * batch * length * length * dim
+    return 3 * forward  # backward costs about twice the forward
+
+
+# --- the list ------------------------------------------------------------------------
+def all_workloads(quick=False):
+    """Every workload, sized for a full run or for --quick (a smoke run: the
+    same workloads, smaller where a full-size call takes seconds)."""
+    n = (16 if quick else 32) * MIB  # float32 values: 64/128 MiB, beyond any L3
+    n_random = (4 if quick else 32) * MIB
+    rows, cols = (4096, 4096) if quick else (8192, 4096)  # the same values as a matrix
+    gelu_shape = (4, 1000, 4096) if quick else (32, 1000, 4096)
+    gelu_values = math.prod(gelu_shape)
+    square_sizes = (256, 1024) if quick else (256, 512, 1024, 2048, 4096)
+    gemm_limit_size = 1024 if quick else 2048
+    batched = (8, 512) if quick else (32, 512)
+    half_sizes = (512,) if quick else (1024,)  # without a half kernel, 2048² takes minutes
+    vmap_shape = (1024, 100) if quick else (4096, 100)  # seed §4.7: 4096 × 100
+    dims, mlp_batch = ((784, 512, 512, 10), 64) if quick else ((784, 1024, 1024, 10), 256)
+    tb = (1, 128, 256, 4, 1024) if quick else (4, 256, 512, 8, 2048)
+    chain = 10_000
+    w = []
+
+    def add(*args, **kwargs):
+        w.append(Workload(*args, **kwargs))
+
+    # limits
+    add(f"copy {_human(n)} f32", "limits", build_copy(n), bytes=2 * n * F32, limit="copy",
+        always=True, note="into a preallocated buffer where the API allows; mlx/loom: a + 0")
+
+    # dispatch overhead
+    add("scalar add chain 10k, eval once", "dispatch", build_scalar_chain(chain), ops=chain)
+    add("§3.1 loop 10k ops, eval every op", "dispatch", build_eval_loop(chain // 2, True), ops=chain)
+    add("§3.1 loop 10k ops, eval once", "dispatch", build_eval_loop(chain // 2, False), ops=chain)
+
+    # memory-bound
+    tag = f"{_human(n)} f32"
+    add(f"add {tag}", "memory", build_add(n), bytes=3 * n * F32)
+    add(f"multiply-add {tag}", "memory", build_multiply_add(n), bytes=4 * n * F32)
+    add(f"exp {tag}", "memory", build_unary(n, "exp"), bytes=2 * n * F32)
+    add(f"erf {tag}", "memory", build_unary(n, "erf"), bytes=2 * n * F32)
+    gtag = _shape(gelu_shape)
+    add(f"gelu {gtag} eager", "memory", build_gelu(gelu_shape, False), bytes=2 * gelu_values * F32)
+    add(f"gelu {gtag} compiled", "memory", build_gelu(gelu_shape, True),
+        bytes=2 * gelu_values * F32, note="mx.compile / torch.compile / jax.jit")
+    mtag = f"{rows}×{cols} f32"
+    in_bytes = rows * cols * F32
+    add(f"sum all {mtag}", "memory", build_reduction((rows, cols), "sum", None), bytes=in_bytes)
+    add(f"sum axis 0 {mtag}", "memory", build_reduction((rows, cols), "sum", 0),
+        bytes=in_bytes + cols * F32)
+    add(f"sum axis 1 {mtag}", "memory", build_reduction((rows, cols), "sum", 1),
+        bytes=in_bytes + rows * F32)
+    add(f"max all {mtag}", "memory", build_reduction((rows, cols), "max", None), bytes=in_bytes)
+    add(f"argmax axis 1 {mtag}", "memory", build_reduction((rows, cols), "argmax", 1),
+        bytes=in_bytes + rows * 4)
+    add(f"softmax last axis {mtag}", "memory", build_softmax((rows, cols)), bytes=2 * in_bytes)
+    add(f"transpose-copy {mtag}", "memory", build_transpose_copy((rows, cols)),
+        bytes=2 * in_bytes)
+    half = (rows, cols // 2)
+    add(f"concatenate 2×{_shape(half)} f32 axis 1", "memory", build_concatenate(half, 1),
+        bytes=2 * in_bytes)
+
+    # arithmetic-bound
+    for size in square_sizes:
+        add(f"matmul {size}² f32", "compute", build_matmul(0, size, "float32"),
+            flops=2 * size**3, limit="gemm", always=(size == gemm_limit_size))
+    batch, size = batched
+    add(f"batched matmul {batch}×{size}² f32", "compute", build_matmul(batch, size, "float32"),
+        flops=2 * batch * size**3)
+    for dtype, short in (("bfloat16", "bf16"), ("float16", "f16")):
+        for size in half_sizes:
+            add(f"matmul {size}² {short}", "compute", build_matmul(0, size, dtype),
+                flops=2 * size**3)
+
+    # vmap, seed §4.7
+    vm = vmap_shape
+    add(f"naive loop ({vm[0]} adds)", "vmap", build_vmap("naive", *vm), ops=3 * vm[0])
+    add("vmap(x + y, in_axes=(0, 1))", "vmap", build_vmap("vmap", *vm))
+    add("xs + ys.T", "vmap", build_vmap("broadcast", *vm))
+
+    # streams, seed §1.4
+    add("matmul + 500 exp, one stream", "streams", build_streams(False, 500), ops=501)
+    add("matmul + 500 exp, two streams", "streams", build_streams(True, 500), ops=501)
+
+    # random
+    rtag = f"{_human(n_random)} f32"
+    add(f"random normal {rtag}", "random", build_random(n_random, "normal"), bytes=n_random * F32)
+    add(f"random uniform {rtag}", "random", build_random(n_random, "uniform"),
+        bytes=n_random * F32)
+
+    # training
+    mlp_flops = 3 * 2 * mlp_batch * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    mlp_tag = f"MLP {'-'.join(map(str, dims))} batch {mlp_batch}"
+    add(f"{mlp_tag} value_and_grad", "training", build_mlp_value_and_grad(mlp_batch, dims),
+        flops=mlp_flops)
+    add(f"{mlp_tag} Adam step", "training", build_mlp_adam_step(mlp_batch, dims),
+        flops=mlp_flops, note="nn + optimizers (jax: Adam written with tree_map)")
+    add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd", "training",
+        build_transformer(*tb), flops=transformer_flops(*tb))
+    return w
+
+
+def select(workloads, patterns):
+    """Workloads whose name or group contains any pattern (case-insensitive),
+    plus those that always run (the limits)."""
+    if not patterns:
+        return list(workloads)
+    pats = [p.lower() for p in patterns]
+    return [w for w in workloads
+            if w.always or any(p in w.name.lower() or p == w.group for p in pats)]

@@ -1,0 +1,214 @@
+// CPU kernel of Matmul through OpenBLAS.
+//
+// Each operand's matrix dimensions go to BLAS as they lie in memory: a
+// row-major matrix as is, a column-major one (a transposed view) as a
+// transpose, so neither is copied; any other layout is copied to row-major
+// first. Batches whose second operand is shared and whose first operand's
+// rows are evenly spaced become one tall product. float16 and bfloat16 go
+// through float32.
+#include "loom/primitives/linalg.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <complex>
+#include <cstring>
+#include <mutex>
+
+#include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/thread_pool.h"
+#include "loom/types/dispatch.h"
+
+namespace loom {
+
+namespace {
+
+// Products below this many multiply-adds run single-threaded inside OpenBLAS
+// (its own threshold), so a batch of them is spread over Loom's pool instead.
+constexpr double kSmallProduct = 65536.0 * 4;
+
+// OpenBLAS threads match Loom's intra-op thread count (LOOM_NUM_THREADS), so
+// a large product uses every core Loom may use and no more.
+void configure_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(cpu::num_threads()); });
+}
+
+// How one operand's matrix lies in memory, in BLAS terms.
+struct BlasMatrix {
+  bool ok = false;    // representable without a copy
+  bool trans = false; // stored column-major
+  int64_t ld = 0;
+};
+
+BlasMatrix blas_view(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<int64_t>(1, cols))) {
+    return {true, false, rows == 1 ? std::max<int64_t>(1, cols) : row_stride};
+  }
+  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(1, rows))) {
+    return {true, true, cols == 1 ? std::max<int64_t>(1, rows) : col_stride};
+  }
+  return {};
+}
+
+template <typename T>
+void gemm(const BlasMatrix& a, const BlasMatrix& b, int64_t M, int64_t N, int64_t K, const T* pa,
+          const T* pb, T* pc) {
+  const CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, pa, a.ld, pb, b.ld, 0.0f, pc, N);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, pa, a.ld, pb, b.ld, 0.0, pc, N);
+  } else {
+    const std::complex<float> one(1.0f, 0.0f);
+    const std::complex<float> zero(0.0f, 0.0f);
+    cblas_cgemm(CblasRowMajor, ta, tb, M, N, K, &one, pa, a.ld, pb, b.ld, &zero, pc, N);
+  }
+}
+
+// An operand seen as a batch of matrices broadcast to the output's batch.
+struct Operand {
+  array data;
+  int64_t rows, cols, row_stride, col_stride;
+  Strides batch_strides; // per output batch dimension, 0 where broadcast
+};
+
+// `first`: a 1-D operand is a row (1, K); otherwise a column (K, 1).
+Operand make_operand(const array& x, bool first, const Shape& batch_shape) {
+  Operand op{x, 0, 0, 0, 0, Strides(batch_shape.size(), 0)};
+  const int nd = x.ndim();
+  if (nd == 1) {
+    op.rows = first ? 1 : x.shape(0);
+    op.cols = first ? x.shape(0) : 1;
+    op.row_stride = first ? 0 : x.strides()[0];
+    op.col_stride = first ? x.strides()[0] : 0;
+    return op;
+  }
+  op.rows = x.shape(nd - 2);
+  op.cols = x.shape(nd - 1);
+  op.row_stride = x.strides()[nd - 2];
+  op.col_stride = x.strides()[nd - 1];
+  const int offset = static_cast<int>(batch_shape.size()) - (nd - 2);
+  for (int d = 0; d < nd - 2; ++d) {
+    if (x.shape(d) != 1) op.batch_strides[d + offset] = x.strides()[d];
+  }
+  return op;
+}
+
+// A BLAS-compatible view of the operand, copying it to row-major if needed.
+BlasMatrix prepare(Operand& op, bool first, const Shape& batch_shape) {
+  BlasMatrix m = blas_view(op.rows, op.cols, op.row_stride, op.col_stride);
+  if (m.ok) return m;
+  op = make_operand(cpu::ensure_row_contiguous(op.data), first, batch_shape);
+  return blas_view(op.rows, op.cols, op.row_stride, op.col_stride);
+}
+
+// When b is the same matrix for every batch entry and a's rows are evenly
+// spaced across the whole batch, the batch is one product with batch*M rows.
+bool folds_into_rows(const Operand& a, const BlasMatrix& av, const Operand& b,
+                     const Shape& batch_shape) {
+  if (av.trans) return false;
+  for (int64_t s : b.batch_strides) {
+    if (s != 0) return false;
+  }
+  int64_t expected = av.ld * a.rows;
+  for (int d = static_cast<int>(batch_shape.size()) - 1; d >= 0; --d) {
+    if (batch_shape[d] == 1) continue;
+    if (a.batch_strides[d] != expected) return false;
+    expected *= batch_shape[d];
+  }
+  return true;
+}
+
+template <typename T>
+void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& batch_shape) {
+  Operand a = make_operand(a_in, true, batch_shape);
+  Operand b = make_operand(b_in, false, batch_shape);
+  const int64_t M = a.rows;
+  const int64_t K = a.cols;
+  const int64_t N = b.cols;
+  const int64_t batch = static_cast<int64_t>(shape_size(batch_shape));
+  if (K == 0) {
+    std::fill(out, out + batch * M * N, T(0));
+    return;
+  }
+  BlasMatrix av = prepare(a, true, batch_shape);
+  BlasMatrix bv = prepare(b, false, batch_shape);
+  const T* pa = a.data.data<T>();
+  const T* pb = b.data.data<T>();
+  configure_blas();
+  if (batch == 1 || folds_into_rows(a, av, b, batch_shape)) {
+    gemm<T>(av, bv, batch * M, N, K, pa, pb, out);
+    return;
+  }
+  // Offsets of batch entry i in a and b.
+  auto offsets = [&](int64_t i) {
+    int64_t oa = 0;
+    int64_t ob = 0;
+    for (int d = static_cast<int>(batch_shape.size()) - 1; d >= 0; --d) {
+      const int64_t idx = i % batch_shape[d];
+      i /= batch_shape[d];
+      oa += idx * a.batch_strides[d];
+      ob += idx * b.batch_strides[d];
+    }
+    return std::pair<int64_t, int64_t>{oa, ob};
+  };
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      auto [oa, ob] = offsets(static_cast<int64_t>(i));
+      gemm<T>(av, bv, M, N, K, pa + oa, pb + ob, out + static_cast<int64_t>(i) * M * N);
+    }
+  };
+  const double work = static_cast<double>(M) * N * K;
+  if (work <= kSmallProduct && cpu::num_threads() > 1) {
+    // Small products: OpenBLAS runs each on the calling thread, so the pool
+    // spreads the batch.
+    const size_t grain = static_cast<size_t>(std::max(1.0, kSmallProduct / work));
+    cpu::parallel_for(batch, grain, run);
+  } else {
+    run(0, batch);
+  }
+}
+
+// A row-major float32 copy of a half-precision array.
+array to_float32(const array& x) {
+  array out = array::empty(x.shape(), float32);
+  cpu::copy_contiguous(x, out);
+  out.set_status(Status::available);
+  return out;
+}
+
+} // namespace
+
+void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& a = inputs[0];
+  const array& b = inputs[1];
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  // The output batch: everything but the matrix axes that are present.
+  const int matrix_axes = (a.ndim() > 1) + (b.ndim() > 1);
+  const Shape batch_shape(out.shape().begin(), out.shape().end() - matrix_axes);
+  const Dtype dtype = out.dtype();
+  if (dtype == float32) {
+    matmul_typed<float>(a, b, out.data<float>(), batch_shape);
+  } else if (dtype == float64) {
+    matmul_typed<double>(a, b, out.data<double>(), batch_shape);
+  } else if (dtype == complex64) {
+    matmul_typed<std::complex<float>>(a, b, out.data<std::complex<float>>(), batch_shape);
+  } else if (dtype == float16 || dtype == bfloat16) {
+    array result = array::empty(out.shape(), float32);
+    result.set_data(allocator::allocate(result.nbytes()));
+    matmul_typed<float>(to_float32(a), to_float32(b), result.data<float>(), batch_shape);
+    const float* src = result.data<float>();
+    char* dst = out.data<char>();
+    cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
+      cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
+    });
+  } else {
+    throw std::invalid_argument("[matmul] Only inexact types are supported.");
+  }
+}
+
+} // namespace loom

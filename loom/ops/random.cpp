@@ -1,0 +1,159 @@
+#include "loom/ops/random.h"
+
+#include <chrono>
+#include <sstream>
+#include <stdexcept>
+
+#include "loom/ops/creation.h"
+#include "loom/ops/elementwise.h"
+#include "loom/ops/shape.h"
+#include "loom/ops/utils.h"
+#include "loom/primitives/random.h"
+
+namespace loom::random {
+
+namespace {
+
+void check_shape(const Shape& shape) {
+  for (auto d : shape) {
+    if (d < 0) throw std::invalid_argument("[bits] Negative dimensions not allowed.");
+  }
+}
+
+// The given key, validated, or the next one from the thread's sequence.
+array resolve_key(const std::optional<array>& key) {
+  if (!key) return next_key();
+  if (key->dtype() != uint32) {
+    std::ostringstream msg;
+    msg << "[bits] Expected key type uint32 but received " << key->dtype() << ".";
+    throw std::invalid_argument(msg.str());
+  }
+  if (key->shape() != Shape{2}) {
+    throw std::invalid_argument("[bits] Expected key shape (2) but received " +
+                                shape_to_string(key->shape()) + ".");
+  }
+  return *key;
+}
+
+array sample(const Shape& shape, RandomDistribution dist, Dtype dtype,
+             const std::optional<array>& key, StreamOrDevice s) {
+  check_shape(shape);
+  array k = resolve_key(key);
+  return array(shape, dtype, std::make_shared<RandomBits>(to_stream(s), shape, dist, dtype), {k});
+}
+
+// True for a plain 0-d constant equal to `value`, so the affine step after a
+// standard sample can be skipped. Arrays inside transforms (tracers) and
+// unevaluated arrays never count: they may be differentiated or batched.
+bool is_constant(const array& a, double value) {
+  if (a.ndim() != 0 || !a.is_available() || a.is_tracer() || a.has_node()) return false;
+  if (is_complex(a.dtype())) {
+    return cast_element<complex64_t>(a.data<char>(), a.dtype()) ==
+           complex64_t(static_cast<float>(value), 0.0f);
+  }
+  return cast_element<double>(a.data<char>(), a.dtype()) == value;
+}
+
+uint64_t time_seed() {
+  return static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+}
+
+// Both halves of split(key, 2), computed on the spot (no graph): the first
+// becomes the new state, the second is handed out.
+std::pair<array, array> split_now(const array& key) {
+  const uint32_t* p = key.data<uint32_t>();
+  const int64_t stride = key.strides()[0];
+  const uint32_t k0 = p[0];
+  const uint32_t k1 = p[stride];
+  // Four words: counters (0, 2) and (1, 3).
+  auto [w0, w2] = threefry::hash(k0, k1, 0, 2);
+  auto [w1, w3] = threefry::hash(k0, k1, 1, 3);
+  uint32_t first[2] = {w0, w1};
+  uint32_t second[2] = {w2, w3};
+  return {array(first, {2}, uint32), array(second, {2}, uint32)};
+}
+
+} // namespace
+
+array key(uint64_t seed) {
+  uint32_t words[2] = {static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(seed)};
+  return array(words, {2}, uint32);
+}
+
+void seed(uint64_t s) { default_key() = key(s); }
+
+array& default_key() {
+  thread_local array state = key(time_seed());
+  return state;
+}
+
+array next_key() {
+  array& state = default_key();
+  if (state.is_available() && !state.has_node()) {
+    auto [kept, handed] = split_now(state);
+    state = kept;
+    return handed;
+  }
+  // A traced or unevaluated state (e.g. captured by compile) stays lazy.
+  array pair = random::split(state, 2);
+  state = reshape(slice(pair, {0, 0}, {1, 2}, {1, 1}), {2});
+  return reshape(slice(pair, {1, 0}, {2, 2}, {1, 1}), {2});
+}
+
+array split(const array& key, int num, StreamOrDevice s) {
+  return sample({num, 2}, RandomDistribution::bits, uint32, key, s);
+}
+
+array bits(const Shape& shape, int width, const std::optional<array>& key, StreamOrDevice s) {
+  Dtype dtype = uint32;
+  switch (width) {
+    case 1:
+      dtype = uint8;
+      break;
+    case 2:
+      dtype = uint16;
+      break;
+    case 4:
+      dtype = uint32;
+      break;
+    default:
+      throw std::invalid_argument("[bits] Bit width must be in {1, 2, 4} but got " +
+                                  std::to_string(width) + ".");
+  }
+  return sample(shape, RandomDistribution::bits, dtype, key, s);
+}
+
+array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype,
+              const std::optional<array>& key, StreamOrDevice s) {
+  if (!is_floating_point(dtype)) {
+    throw std::invalid_argument(
+        "[uniform] Can only generate uniform numbers with real floating point type.");
+  }
+  Shape range_shape = broadcast_shapes(high.shape(), low.shape());
+  Shape out_shape = broadcast_shapes(shape, range_shape);
+  if (out_shape != shape) {
+    throw std::invalid_argument("[uniform] Cannot generate random values of shape " +
+                                shape_to_string(shape) + " from broadcasted shape " +
+                                shape_to_string(out_shape) + ".");
+  }
+  array u = sample(shape, RandomDistribution::uniform, dtype, key, s);
+  if (is_constant(low, 0.0) && is_constant(high, 1.0)) return u;
+  Stream stream = to_stream(s);
+  array lo = astype(low, dtype, stream);
+  array hi = astype(high, dtype, stream);
+  return add(multiply(subtract(hi, lo, stream), u, stream), lo, stream);
+}
+
+array normal(const Shape& shape, Dtype dtype, const array& loc, const array& scale,
+             const std::optional<array>& key, StreamOrDevice s) {
+  if (!is_floating_point(dtype) && dtype != complex64) {
+    throw std::invalid_argument("[normal] Only floating point and complex64 types are supported.");
+  }
+  array samples = sample(shape, RandomDistribution::normal, dtype, key, s);
+  Stream stream = to_stream(s);
+  if (!is_constant(scale, 1.0)) samples = multiply(astype(scale, dtype, stream), samples, stream);
+  if (!is_constant(loc, 0.0)) samples = add(astype(loc, dtype, stream), samples, stream);
+  return samples;
+}
+
+} // namespace loom::random

@@ -1,0 +1,200 @@
+// Reductions: axis validation, result dtypes (as MLX: sums and products of
+// small integers widen to 32 bits, mean of integers is float32) and the
+// empty-array rules.
+#include "loom/ops/reduce.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+#include "loom/ops/creation.h"
+#include "loom/ops/elementwise.h"
+#include "loom/primitives/reduce.h"
+
+namespace loom {
+
+namespace {
+
+// MLX's message for a bad reduction axis, prefixed with the op's name so the
+// error says which call failed.
+int reduction_axis(int axis, int ndim, const char* op) {
+  int a = axis < 0 ? axis + ndim : axis;
+  if (a < 0 || a >= ndim) {
+    std::ostringstream msg;
+    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim
+        << " dimensions.";
+    throw std::out_of_range(msg.str());
+  }
+  return a;
+}
+
+// Sorted, validated axes: IndexError for out-of-range ones, ValueError for
+// repeats.
+std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, const char* op) {
+  std::vector<int> out;
+  out.reserve(axes.size());
+  for (int ax : axes) out.push_back(reduction_axis(ax, a.ndim(), op));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
+    throw std::invalid_argument(std::string("[") + op +
+                                "] Duplicate axes detected in reduction.");
+  }
+  return out;
+}
+
+std::vector<int> all_axes(const array& a) {
+  std::vector<int> axes(a.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+Dtype sum_dtype(Dtype d) {
+  if (d == bool_ || d == int8 || d == int16) return int32;
+  if (d == uint8 || d == uint16) return uint32;
+  return d;
+}
+
+array make_reduce(const array& a, Reduce::ReduceType type, std::vector<int> axes, bool keepdims,
+                  Dtype dtype, StreamOrDevice s) {
+  Shape shape = reduced_shape(a.shape(), axes, keepdims);
+  return array(std::move(shape), dtype,
+               std::make_shared<Reduce>(to_stream(s), type, std::move(axes), keepdims), {a});
+}
+
+// Max and min have no identity: reducing an empty extent into a non-empty
+// result is an error.
+void check_extreme_extent(const array& a, const std::vector<int>& axes, bool keepdims,
+                          const char* op) {
+  if (a.size() != 0 || shape_size(reduced_shape(a.shape(), axes, keepdims)) == 0) return;
+  for (int ax : axes) {
+    if (a.shape(ax) == 0) {
+      std::ostringstream msg;
+      msg << "[" << op << "] Cannot " << op << " reduce over axis " << ax << " with size 0.";
+      throw std::invalid_argument(msg.str());
+    }
+  }
+}
+
+array extreme(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s,
+              Reduce::ReduceType type, const char* op) {
+  auto ax = reduction_axes(a, axes, op);
+  if (ax.empty()) return a;
+  check_extreme_extent(a, ax, keepdims, op);
+  return make_reduce(a, type, std::move(ax), keepdims, a.dtype(), s);
+}
+
+array logical(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s,
+              Reduce::ReduceType type, const char* op) {
+  auto ax = reduction_axes(a, axes, op);
+  // With no axes the result is the input as bool; the kernel converts then.
+  if (ax.empty() && a.dtype() == bool_) return a;
+  return make_reduce(a, type, std::move(ax), keepdims, bool_, s);
+}
+
+array arg_extreme(const array& a, int axis, bool all, bool keepdims, StreamOrDevice s,
+                  ArgReduce::ReduceType type, const char* op) {
+  if (!all) axis = reduction_axis(axis, a.ndim(), op);
+  if (a.size() == 0) {
+    throw std::invalid_argument(std::string("[") + op + "] Cannot " + op +
+                                " reduce zero size array.");
+  }
+  Shape shape;
+  if (all) {
+    axis = ArgReduce::kAllAxes;
+    if (keepdims) shape = Shape(a.ndim(), 1);
+  } else {
+    shape = reduced_shape(a.shape(), {axis}, keepdims);
+  }
+  return array(std::move(shape), uint32,
+               std::make_shared<ArgReduce>(to_stream(s), type, axis, keepdims), {a});
+}
+
+} // namespace
+
+array sum(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  auto ax = reduction_axes(a, axes, "sum");
+  if (ax.empty()) return a;
+  return make_reduce(a, Reduce::Sum, std::move(ax), keepdims, sum_dtype(a.dtype()), s);
+}
+array sum(const array& a, bool keepdims, StreamOrDevice s) {
+  return sum(a, all_axes(a), keepdims, s);
+}
+
+array prod(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  auto ax = reduction_axes(a, axes, "prod");
+  if (ax.empty()) return a;
+  return make_reduce(a, Reduce::Prod, std::move(ax), keepdims, sum_dtype(a.dtype()), s);
+}
+array prod(const array& a, bool keepdims, StreamOrDevice s) {
+  return prod(a, all_axes(a), keepdims, s);
+}
+
+array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  std::vector<int> ax;
+  for (int axis : axes) {
+    int v = axis < 0 ? axis + a.ndim() : axis;
+    if (v < 0 || v >= a.ndim()) {
+      std::ostringstream msg;
+      msg << "[mean] axis " << axis << " is out of bounds for array with " << a.ndim()
+          << " dimensions.";
+      throw std::out_of_range(msg.str());
+    }
+    ax.push_back(v);
+  }
+  ax = reduction_axes(a, ax, "mean");
+  double count = 1;
+  for (int v : ax) count *= a.shape(v);
+  const Dtype dtype = is_inexact(a.dtype()) ? a.dtype() : float32;
+  // As MLX: the sum in its own dtype, then scaled by 1/count in the result dtype.
+  array total = sum(a, ax, keepdims, s);
+  if (total.dtype() != dtype) total = astype(total, dtype, s);
+  return multiply(total, array(1.0 / count, dtype), s);
+}
+array mean(const array& a, bool keepdims, StreamOrDevice s) {
+  return mean(a, all_axes(a), keepdims, s);
+}
+
+array max(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  return extreme(a, axes, keepdims, s, Reduce::Max, "max");
+}
+array max(const array& a, bool keepdims, StreamOrDevice s) {
+  return max(a, all_axes(a), keepdims, s);
+}
+
+array min(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  return extreme(a, axes, keepdims, s, Reduce::Min, "min");
+}
+array min(const array& a, bool keepdims, StreamOrDevice s) {
+  return min(a, all_axes(a), keepdims, s);
+}
+
+array all(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  return logical(a, axes, keepdims, s, Reduce::And, "all");
+}
+array all(const array& a, bool keepdims, StreamOrDevice s) {
+  return all(a, all_axes(a), keepdims, s);
+}
+
+array any(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  return logical(a, axes, keepdims, s, Reduce::Or, "any");
+}
+array any(const array& a, bool keepdims, StreamOrDevice s) {
+  return any(a, all_axes(a), keepdims, s);
+}
+
+array argmax(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return arg_extreme(a, axis, false, keepdims, s, ArgReduce::ArgMax, "argmax");
+}
+array argmax(const array& a, bool keepdims, StreamOrDevice s) {
+  return arg_extreme(a, 0, true, keepdims, s, ArgReduce::ArgMax, "argmax");
+}
+
+array argmin(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return arg_extreme(a, axis, false, keepdims, s, ArgReduce::ArgMin, "argmin");
+}
+array argmin(const array& a, bool keepdims, StreamOrDevice s) {
+  return arg_extreme(a, 0, true, keepdims, s, ArgReduce::ArgMin, "argmin");
+}
+
+} // namespace loom

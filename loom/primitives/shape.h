@@ -1,0 +1,206 @@
+// Shape primitives: views that share their input's buffer (Reshape of
+// compatible layouts, Transpose, Broadcast, ExpandDims, Squeeze) and the two
+// copies (AsType, Copy). Their CPU kernels live in backend/cpu/shape.cpp.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "loom/primitives/primitive.h"
+
+namespace loom {
+
+// --- view layout helpers (device independent) ------------------------------
+
+// Flags of an array with this shape and these element strides: row/col
+// contiguity ignore size-1 dimensions; `contiguous` means the elements fill a
+// dense block of memory (some permutation of a packed layout, no stride 0 on
+// a dimension longer than 1, no negative stride).
+Flags layout_flags(const Shape& shape, const Strides& strides);
+
+// Elements of the buffer the layout touches, from the lowest to the highest
+// address (the array's size when it is contiguous; 0 when it is empty).
+size_t layout_span(const Shape& shape, const Strides& strides);
+
+// Makes `out` a view on `in`'s buffer with the given element strides, starting
+// `offset` elements after `in`'s first element; flags and data_size follow
+// from the layout.
+void make_view(const array& in, array& out, Strides strides, int64_t offset = 0);
+
+// Strides that show `in_shape`/`in_strides` as `out_shape` without moving any
+// element, or nullopt when the reshape needs a copy.
+std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_strides,
+                                       const Shape& out_shape);
+
+// --- primitives ------------------------------------------------------------
+
+class Reshape : public Primitive {
+ public:
+  Reshape(Stream stream, Shape shape) : Primitive(stream), shape_(std::move(shape)) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "Reshape"; }
+  void print_params(std::ostream& os) const override;
+  const Shape& shape() const { return shape_; }
+
+ private:
+  Shape shape_;
+};
+
+class Transpose : public Primitive {
+ public:
+  Transpose(Stream stream, std::vector<int> axes) : Primitive(stream), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "Transpose"; }
+  void print_params(std::ostream& os) const override;
+  const std::vector<int>& axes() const { return axes_; }
+
+ private:
+  std::vector<int> axes_;
+};
+
+class Broadcast : public Primitive {
+ public:
+  Broadcast(Stream stream, Shape shape) : Primitive(stream), shape_(std::move(shape)) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "Broadcast"; }
+  void print_params(std::ostream& os) const override;
+  PrimitiveTraits traits() const override {
+    PrimitiveTraits t;
+    t.broadcast = true;
+    return t;
+  }
+  const Shape& shape() const { return shape_; }
+
+ private:
+  Shape shape_;
+};
+
+// Inserts size-1 axes; `axes` are positions in the output, sorted.
+class ExpandDims : public Primitive {
+ public:
+  ExpandDims(Stream stream, std::vector<int> axes) : Primitive(stream), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "ExpandDims"; }
+  void print_params(std::ostream& os) const override;
+  const std::vector<int>& axes() const { return axes_; }
+  static Shape output_shape(const Shape& in, const std::vector<int>& axes);
+
+ private:
+  std::vector<int> axes_;
+};
+
+// Removes size-1 axes; `axes` are positions in the input, sorted.
+class Squeeze : public Primitive {
+ public:
+  Squeeze(Stream stream, std::vector<int> axes) : Primitive(stream), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "Squeeze"; }
+  void print_params(std::ostream& os) const override;
+  const std::vector<int>& axes() const { return axes_; }
+  static Shape output_shape(const Shape& in, const std::vector<int>& axes);
+
+ private:
+  std::vector<int> axes_;
+};
+
+// Element type conversion. Float to integer truncates toward zero; values
+// outside the target's range follow the x86 conversion rules MLX inherits
+// (see backend/cpu/shape.cpp), complex to real keeps the real part, anything
+// to bool is `!= 0`.
+class AsType : public Primitive {
+ public:
+  AsType(Stream stream, Dtype dtype) : Primitive(stream), dtype_(dtype) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "AsType"; }
+  void print_params(std::ostream& os) const override;
+  PrimitiveTraits traits() const override {
+    PrimitiveTraits t;
+    t.elementwise = true;
+    return t;
+  }
+  Dtype dtype() const { return dtype_; }
+
+ private:
+  Dtype dtype_;
+};
+
+// The same values in a fresh row-major buffer.
+class Copy : public Primitive {
+ public:
+  explicit Copy(Stream stream) : Primitive(stream) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override {
+    return dynamic_cast<const Copy*>(&other) != nullptr;
+  }
+  const char* name() const override { return "Copy"; }
+  PrimitiveTraits traits() const override {
+    PrimitiveTraits t;
+    t.elementwise = true;
+    t.noop = true;
+    return t;
+  }
+};
+
+} // namespace loom
