@@ -706,6 +706,13 @@ TEST(ElementwiseBinary, ErrorMessages) {
   EXPECT_EQ(message([] { right_shift(array({1.0f}), array({1.0f})); }),
             "[right_shift] Only allowed on integer or boolean types but got types float32 and "
             "float32.");
+  // MLX names the inputs' dtypes, except for right_shift (the promoted one).
+  EXPECT_EQ(message([] { left_shift(array({1}, {1}, int8), array({1.0f}, {1}, float16)); }),
+            "[left_shift] Only allowed on integer or boolean types but got types int8 and "
+            "float16.");
+  EXPECT_EQ(message([] { right_shift(array({1}, {1}, int8), array({1.0f}, {1}, float16)); }),
+            "[right_shift] Only allowed on integer or boolean types but got types float16 and "
+            "float16.");
   EXPECT_THROW(bitwise_or(array({1.0}, {1}, float64), array({1.0}, {1}, float64)),
                std::runtime_error);
   EXPECT_EQ(message([] {

@@ -61,14 +61,17 @@ array promoted(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
   return build_binary(op, a, b, promote_types(a.dtype(), b.dtype()), s);
 }
 
-// Bitwise ops and shifts: the promoted dtype must be an integer or bool
-// (MLX raises a RuntimeError here, naming the input dtypes).
-Dtype bitwise_dtype(const array& a, const array& b, const char* op) {
+// Bitwise ops and shifts: the promoted dtype must be an integer or bool.
+// MLX raises a RuntimeError naming the input dtypes, except right_shift,
+// which names the promoted dtype twice; the messages follow it.
+Dtype bitwise_dtype(const array& a, const array& b, const char* op, bool name_promoted = false) {
   Dtype d = promote_types(a.dtype(), b.dtype());
   if (!is_integral(d) && d != bool_) {
+    Dtype first = name_promoted ? d : a.dtype();
+    Dtype second = name_promoted ? d : b.dtype();
     throw std::runtime_error(std::string("[") + op +
                              "] Only allowed on integer or boolean types but got types " +
-                             dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) + ".");
+                             dtype_name(first) + " and " + dtype_name(second) + ".");
   }
   return d;
 }
@@ -265,7 +268,7 @@ array left_shift(const array& a, const array& b, StreamOrDevice s) {
 }
 
 array right_shift(const array& a, const array& b, StreamOrDevice s) {
-  Dtype d = bitwise_dtype(a, b, "right_shift");
+  Dtype d = bitwise_dtype(a, b, "right_shift", true);
   return build_binary(BinaryOp::RightShift, a, b, d == bool_ ? uint8 : d, s);
 }
 

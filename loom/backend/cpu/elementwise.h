@@ -1,6 +1,7 @@
 // CPU kernels of the element-wise families (unary, binary, where) and the
-// pieces they share: layout tests, output allocation with donation, and
-// vectorisable float32 exp/erf.
+// pieces they share: layout tests, output allocation with donation, element
+// loads and stores that vectorise (bool as bytes, float16/bfloat16 through
+// integer bit operations), and branch-free float32 exp, erf, tanh and log.
 #pragma once
 
 #include <bit>
@@ -82,10 +83,11 @@ inline compute_t<T> load(T v) {
 // Reads an element from its storage (bool is stored as a byte).
 template <typename T>
 inline compute_t<T> load_storage(storage_t<T> v) {
-  if constexpr (std::is_same_v<T, bool>)
+  if constexpr (std::is_same_v<T, bool>) {
     return v != 0;
-  else
+  } else {
     return load(v);
+  }
 }
 
 // Converts a computed value to the stored element type. bfloat16 rounds to
