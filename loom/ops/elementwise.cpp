@@ -32,7 +32,7 @@ void reject_complex(const array& a, const char* op) {
   }
 }
 
-array unary_in(UnaryOp op, const array& a, Dtype compute, StreamOrDevice sd) {
+array build_unary(UnaryOp op, const array& a, Dtype compute, StreamOrDevice sd) {
   Stream s = to_stream(sd);
   return make_unary(op, cast_to(a, compute, s), s);
 }
@@ -51,14 +51,14 @@ array prepare(const array& x, Dtype dtype, const Shape& shape, Stream s) {
   return y.shape() == shape ? y : broadcast_to(y, shape, s);
 }
 
-array binary_in(BinaryOp op, const array& a, const array& b, Dtype compute, StreamOrDevice sd) {
+array build_binary(BinaryOp op, const array& a, const array& b, Dtype compute, StreamOrDevice sd) {
   Stream s = to_stream(sd);
   Shape shape = common_shape({a, b});
   return make_binary(op, prepare(a, compute, shape, s), prepare(b, compute, shape, s), s);
 }
 
 array promoted(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
-  return binary_in(op, a, b, promote_types(a.dtype(), b.dtype()), s);
+  return build_binary(op, a, b, promote_types(a.dtype(), b.dtype()), s);
 }
 
 // Bitwise ops and shifts: the promoted dtype must be an integer or bool
@@ -81,82 +81,86 @@ array negative(const array& a, StreamOrDevice s) {
   if (a.dtype() == bool_) {
     throw std::invalid_argument("[negative] Not supported for bool, use logical_not instead.");
   }
-  return unary_in(UnaryOp::Negative, a, a.dtype(), s);
+  return build_unary(UnaryOp::Negative, a, a.dtype(), s);
 }
 
-array abs(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::Abs, a, a.dtype(), s); }
+array abs(const array& a, StreamOrDevice s) { return build_unary(UnaryOp::Abs, a, a.dtype(), s); }
 
-array sign(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::Sign, a, a.dtype(), s); }
+array sign(const array& a, StreamOrDevice s) { return build_unary(UnaryOp::Sign, a, a.dtype(), s); }
 
 array square(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Square, a, a.dtype(), s);
+  return build_unary(UnaryOp::Square, a, a.dtype(), s);
 }
 
 array sqrt(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Sqrt, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Sqrt, a, at_least_float(a.dtype()), s);
 }
 
 array rsqrt(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Rsqrt, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Rsqrt, a, at_least_float(a.dtype()), s);
 }
 
 array reciprocal(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Reciprocal, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Reciprocal, a, at_least_float(a.dtype()), s);
 }
 
 array exp(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Exp, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Exp, a, at_least_float(a.dtype()), s);
 }
 
 array log(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Log, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Log, a, at_least_float(a.dtype()), s);
 }
 
 array sin(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Sin, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Sin, a, at_least_float(a.dtype()), s);
 }
 
 array cos(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Cos, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Cos, a, at_least_float(a.dtype()), s);
 }
 
 array tanh(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::Tanh, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Tanh, a, at_least_float(a.dtype()), s);
 }
 
 array erf(const array& a, StreamOrDevice s) {
   reject_complex(a, "erf");
-  return unary_in(UnaryOp::Erf, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Erf, a, at_least_float(a.dtype()), s);
 }
 
 array sigmoid(const array& a, StreamOrDevice s) {
   reject_complex(a, "sigmoid");
-  return unary_in(UnaryOp::Sigmoid, a, at_least_float(a.dtype()), s);
+  return build_unary(UnaryOp::Sigmoid, a, at_least_float(a.dtype()), s);
 }
 
 array logical_not(const array& a, StreamOrDevice s) {
-  return unary_in(UnaryOp::LogicalNot, a, a.dtype(), s);
+  return build_unary(UnaryOp::LogicalNot, a, a.dtype(), s);
 }
 
 array bitwise_invert(const array& a, StreamOrDevice s) {
   if (!is_integral(a.dtype()) && a.dtype() != bool_) {
     throw std::invalid_argument("[bitwise_invert] Bitwise inverse only allowed on integer types.");
   }
-  return unary_in(UnaryOp::BitwiseInvert, a, a.dtype(), s);
+  return build_unary(UnaryOp::BitwiseInvert, a, a.dtype(), s);
 }
 
-array isnan(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::IsNan, a, a.dtype(), s); }
+array isnan(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::IsNan, a, a.dtype(), s);
+}
 
-array isinf(const array& a, StreamOrDevice s) { return unary_in(UnaryOp::IsInf, a, a.dtype(), s); }
+array isinf(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::IsInf, a, a.dtype(), s);
+}
 
 array floor(const array& a, StreamOrDevice s) {
   reject_complex(a, "floor");
-  return unary_in(UnaryOp::Floor, a, a.dtype(), s);
+  return build_unary(UnaryOp::Floor, a, a.dtype(), s);
 }
 
 array ceil(const array& a, StreamOrDevice s) {
   reject_complex(a, "ceil");
-  return unary_in(UnaryOp::Ceil, a, a.dtype(), s);
+  return build_unary(UnaryOp::Ceil, a, a.dtype(), s);
 }
 
 array stop_gradient(const array& a, StreamOrDevice sd) {
@@ -179,20 +183,21 @@ array multiply(const array& a, const array& b, StreamOrDevice s) {
 }
 
 array divide(const array& a, const array& b, StreamOrDevice s) {
-  return binary_in(BinaryOp::Divide, a, b, at_least_float(promote_types(a.dtype(), b.dtype())), s);
+  return build_binary(BinaryOp::Divide, a, b, at_least_float(promote_types(a.dtype(), b.dtype())),
+                      s);
 }
 
 array floor_divide(const array& a, const array& b, StreamOrDevice s) {
   Dtype d = promote_types(a.dtype(), b.dtype());
   // There is no floor in the complex plane: MLX divides.
-  if (is_complex(d)) return binary_in(BinaryOp::Divide, a, b, d, s);
-  return binary_in(BinaryOp::FloorDivide, a, b, d, s);
+  if (is_complex(d)) return build_binary(BinaryOp::Divide, a, b, d, s);
+  return build_binary(BinaryOp::FloorDivide, a, b, d, s);
 }
 
 array remainder(const array& a, const array& b, StreamOrDevice s) {
   Dtype d = promote_types(a.dtype(), b.dtype());
   if (is_complex(d)) throw std::invalid_argument("[remainder] Complex type not supported.");
-  return binary_in(BinaryOp::Remainder, a, b, d, s);
+  return build_binary(BinaryOp::Remainder, a, b, d, s);
 }
 
 array power(const array& a, const array& b, StreamOrDevice s) {
@@ -234,34 +239,34 @@ array greater_equal(const array& a, const array& b, StreamOrDevice s) {
 // Operands of different dtypes are compared as bool rather than promoted:
 // only their truth values matter, and a bool cast is the cheapest one.
 array logical_and(const array& a, const array& b, StreamOrDevice s) {
-  return binary_in(BinaryOp::LogicalAnd, a, b, a.dtype() == b.dtype() ? a.dtype() : bool_, s);
+  return build_binary(BinaryOp::LogicalAnd, a, b, a.dtype() == b.dtype() ? a.dtype() : bool_, s);
 }
 
 array logical_or(const array& a, const array& b, StreamOrDevice s) {
-  return binary_in(BinaryOp::LogicalOr, a, b, a.dtype() == b.dtype() ? a.dtype() : bool_, s);
+  return build_binary(BinaryOp::LogicalOr, a, b, a.dtype() == b.dtype() ? a.dtype() : bool_, s);
 }
 
 array bitwise_and(const array& a, const array& b, StreamOrDevice s) {
-  return binary_in(BinaryOp::BitwiseAnd, a, b, bitwise_dtype(a, b, "bitwise_and"), s);
+  return build_binary(BinaryOp::BitwiseAnd, a, b, bitwise_dtype(a, b, "bitwise_and"), s);
 }
 
 array bitwise_or(const array& a, const array& b, StreamOrDevice s) {
-  return binary_in(BinaryOp::BitwiseOr, a, b, bitwise_dtype(a, b, "bitwise_or"), s);
+  return build_binary(BinaryOp::BitwiseOr, a, b, bitwise_dtype(a, b, "bitwise_or"), s);
 }
 
 array bitwise_xor(const array& a, const array& b, StreamOrDevice s) {
-  return binary_in(BinaryOp::BitwiseXor, a, b, bitwise_dtype(a, b, "bitwise_xor"), s);
+  return build_binary(BinaryOp::BitwiseXor, a, b, bitwise_dtype(a, b, "bitwise_xor"), s);
 }
 
 // Shifting bools shifts them as uint8 (True << True is 2).
 array left_shift(const array& a, const array& b, StreamOrDevice s) {
   Dtype d = bitwise_dtype(a, b, "left_shift");
-  return binary_in(BinaryOp::LeftShift, a, b, d == bool_ ? uint8 : d, s);
+  return build_binary(BinaryOp::LeftShift, a, b, d == bool_ ? uint8 : d, s);
 }
 
 array right_shift(const array& a, const array& b, StreamOrDevice s) {
   Dtype d = bitwise_dtype(a, b, "right_shift");
-  return binary_in(BinaryOp::RightShift, a, b, d == bool_ ? uint8 : d, s);
+  return build_binary(BinaryOp::RightShift, a, b, d == bool_ ? uint8 : d, s);
 }
 
 // --- ternary ---

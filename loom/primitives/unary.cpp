@@ -15,6 +15,59 @@ array cast_to(const array& x, Dtype dtype, Stream s) {
   return x.dtype() == dtype ? x : astype(x, dtype, s);
 }
 
+// g * f'(x), or g * conj(f'(x)) for reverse mode (MLX's convention for
+// complex inputs). `out` is f(x).
+array chain_rule(UnaryOp op, const array& x, const array& out, const array& g, bool conj_derivative,
+                 Stream s) {
+  auto d = [&](const array& v) { return conj_derivative ? conj_if_complex(v, s) : v; };
+  const Dtype dt = x.dtype();
+  switch (op) {
+    case UnaryOp::Negative:
+      return negative(g, s);
+    case UnaryOp::Conjugate:
+      return conj_if_complex(g, s);
+    case UnaryOp::Abs:
+      // sign(x) is also d|z|/dz-bar for complex z; forward mode keeps the
+      // real part of conj(sign(z)) * t, the directional derivative of |z|.
+      return conj_derivative ? multiply(g, sign(x, s), s)
+                             : multiply(g, conj_if_complex(sign(x, s), s), s);
+    case UnaryOp::Square:
+      return multiply(g, d(multiply(x, array(2.0, dt), s)), s);
+    case UnaryOp::Sqrt:
+      return divide(g, d(multiply(out, array(2.0, dt), s)), s);
+    case UnaryOp::Rsqrt:
+      return multiply(g, d(divide(multiply(out, array(-0.5, dt), s), x, s)), s);
+    case UnaryOp::Reciprocal:
+      return multiply(g, d(negative(square(out, s), s)), s);
+    case UnaryOp::Exp:
+      return multiply(g, d(out), s);
+    case UnaryOp::Log:
+      return divide(g, d(x), s);
+    case UnaryOp::Sin:
+      return multiply(g, d(cos(x, s)), s);
+    case UnaryOp::Cos:
+      return multiply(g, d(negative(sin(x, s), s)), s);
+    case UnaryOp::Tanh:
+      return multiply(g, d(subtract(array(1.0, dt), square(out, s), s)), s);
+    case UnaryOp::Erf: {
+      const double two_over_sqrt_pi = 2.0 / std::sqrt(M_PI);
+      array e = exp(negative(square(x, s), s), s);
+      return multiply(g, multiply(e, array(two_over_sqrt_pi, dt), s), s);
+    }
+    case UnaryOp::Sigmoid:
+      return multiply(g, multiply(out, subtract(array(1.0, dt), out, s), s), s);
+    case UnaryOp::Sign:
+    case UnaryOp::Floor:
+    case UnaryOp::Ceil:
+    case UnaryOp::IsNan:
+    case UnaryOp::IsInf:
+    case UnaryOp::LogicalNot:
+    case UnaryOp::BitwiseInvert:
+      return zeros_like(x, s);
+  }
+  return zeros_like(x, s);
+}
+
 } // namespace
 
 const char* unary_op_name(UnaryOp op) {
@@ -93,59 +146,6 @@ void Unary::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outpu
 
 std::vector<Shape> Unary::output_shapes(const std::vector<array>& inputs) {
   return {inputs[0].shape()};
-}
-
-// g * f'(x), or g * conj(f'(x)) for reverse mode (MLX's convention for
-// complex inputs). `out` is f(x).
-static array chain_rule(UnaryOp op, const array& x, const array& out, const array& g,
-                        bool conj_derivative, Stream s) {
-  auto d = [&](const array& v) { return conj_derivative ? conj_if_complex(v, s) : v; };
-  const Dtype dt = x.dtype();
-  switch (op) {
-    case UnaryOp::Negative:
-      return negative(g, s);
-    case UnaryOp::Conjugate:
-      return conj_if_complex(g, s);
-    case UnaryOp::Abs:
-      // sign(x) is also d|z|/dz-bar for complex z; forward mode keeps the
-      // real part of conj(sign(z)) * t, the directional derivative of |z|.
-      return conj_derivative ? multiply(g, sign(x, s), s)
-                             : multiply(g, conj_if_complex(sign(x, s), s), s);
-    case UnaryOp::Square:
-      return multiply(g, d(multiply(x, array(2.0, dt), s)), s);
-    case UnaryOp::Sqrt:
-      return divide(g, d(multiply(out, array(2.0, dt), s)), s);
-    case UnaryOp::Rsqrt:
-      return multiply(g, d(divide(multiply(out, array(-0.5, dt), s), x, s)), s);
-    case UnaryOp::Reciprocal:
-      return multiply(g, d(negative(square(out, s), s)), s);
-    case UnaryOp::Exp:
-      return multiply(g, d(out), s);
-    case UnaryOp::Log:
-      return divide(g, d(x), s);
-    case UnaryOp::Sin:
-      return multiply(g, d(cos(x, s)), s);
-    case UnaryOp::Cos:
-      return multiply(g, d(negative(sin(x, s), s)), s);
-    case UnaryOp::Tanh:
-      return multiply(g, d(subtract(array(1.0, dt), square(out, s), s)), s);
-    case UnaryOp::Erf: {
-      const double two_over_sqrt_pi = 2.0 / std::sqrt(M_PI);
-      array e = exp(negative(square(x, s), s), s);
-      return multiply(g, multiply(e, array(two_over_sqrt_pi, dt), s), s);
-    }
-    case UnaryOp::Sigmoid:
-      return multiply(g, multiply(out, subtract(array(1.0, dt), out, s), s), s);
-    case UnaryOp::Sign:
-    case UnaryOp::Floor:
-    case UnaryOp::Ceil:
-    case UnaryOp::IsNan:
-    case UnaryOp::IsInf:
-    case UnaryOp::LogicalNot:
-    case UnaryOp::BitwiseInvert:
-      return zeros_like(x, s);
-  }
-  return zeros_like(x, s);
 }
 
 std::vector<array> Unary::vjp(const std::vector<array>& primals,

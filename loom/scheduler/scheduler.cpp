@@ -28,8 +28,8 @@ Event StreamWorker::submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     was_empty = queue_.empty();
-    queue_.push_back(std::move(task));
     seq = ++submitted_;
+    queue_.push_back({seq, std::move(task)});
   }
   if (was_empty) cv_.notify_one();
   return Event{timeline_, seq};
@@ -49,22 +49,44 @@ bool StreamWorker::idle() const {
   return timeline_->completed.load(std::memory_order_acquire) == submitted_;
 }
 
+bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (inline_active_ || timeline_->completed.load(std::memory_order_acquire) != submitted_) {
+      return false;
+    }
+    seq = ++submitted_;
+    inline_active_ = true;
+  }
+  task();
+  task = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inline_active_ = false;
+    timeline_->signal(seq);
+  }
+  // Work queued by another thread meanwhile waited for this task.
+  cv_.notify_one();
+  done = Event{timeline_, seq};
+  return true;
+}
+
 void StreamWorker::loop() {
-  uint64_t done = 0;
   for (;;) {
-    std::function<void()> task;
+    QueuedTask item;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !inline_active_); });
       if (queue_.empty()) return; // stopping and drained
-      task = std::move(queue_.front());
+      item = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    item.task();
     // Release what the task held (its node, and through it the inputs)
     // before signalling, so a waiter sees the memory already returned.
-    task = nullptr;
-    timeline_->signal(++done);
+    item.task = nullptr;
+    timeline_->signal(item.seq);
   }
 }
 
@@ -154,7 +176,11 @@ std::vector<PendingNode> collect(const std::vector<array>& outputs) {
   return nodes;
 }
 
-void schedule(PendingNode& pending) {
+// Outputs at most this large run on the evaluating thread when their stream
+// is idle: a hand-off to the worker costs more than such a kernel.
+constexpr size_t kInlineBytes = 1 << 16;
+
+void schedule(PendingNode& pending, bool may_run_inline) {
   auto& node = pending.node;
   auto& worker = worker_for(node->primitive->stream());
   std::vector<array> outputs;
@@ -174,7 +200,16 @@ void schedule(PendingNode& pending) {
     }
   }
   for (auto& o : outputs) o.set_status(Status::scheduled);
-  Event done = worker.submit([node, outputs, waits]() mutable { run_node(node, outputs, waits); });
+  size_t bytes = 0;
+  for (auto& o : outputs) bytes += o.nbytes();
+  std::function<void()> task = [node, outputs, waits]() mutable {
+    run_node(node, outputs, waits);
+  };
+  Event done;
+  if (!(may_run_inline && waits.empty() && bytes <= kInlineBytes &&
+        worker.try_run_inline(task, done))) {
+    done = worker.submit(std::move(task));
+  }
   for (auto& o : outputs) {
     o.event() = done;
     // Detach now: the task holds the node until its kernel has run, then
@@ -210,7 +245,7 @@ void eval_impl(std::vector<array> outputs, bool wait) {
       }
       auto* w = &worker_for(nodes[i].node->primitive->stream());
       if (std::find(used.begin(), used.end(), w) == used.end()) used.push_back(w);
-      schedule(nodes[i]);
+      schedule(nodes[i], wait);
       for (int c : nodes[i].consumers) {
         if (--nodes[c].missing == 0) ready.push_back(c);
       }

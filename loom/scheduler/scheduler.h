@@ -31,6 +31,9 @@ class StreamWorker {
 
   // Queues a task; returns the event that fires when it has run.
   Event submit(std::function<void()> task);
+  // Runs `task` on the calling thread if the worker has nothing queued or
+  // running (the stream's order is kept); `done` is its event then.
+  bool try_run_inline(std::function<void()>& task, Event& done);
   // Waits until every task submitted so far has run.
   void synchronize();
   bool idle() const;
@@ -43,8 +46,13 @@ class StreamWorker {
   std::shared_ptr<Timeline> timeline_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  struct QueuedTask {
+    uint64_t seq = 0;
+    std::function<void()> task;
+  };
+  std::deque<QueuedTask> queue_;
   uint64_t submitted_ = 0;
+  bool inline_active_ = false;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -368,25 +368,34 @@ void binary_loop(const array& a, const array& b, array& out, F f) {
     alloc_like(out, a, {&a, &b});
     Out* po = out.data<Out>();
     parallel_for(a.data_size(), kGrain, [&](size_t s, size_t e) {
-      for (size_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
+      // Local copies: a byte-sized output could otherwise alias the
+      // captured pointers, and the loop would not vectorise.
+      const T* x = pa;
+      const T* y = pb;
+      Out* o = po;
+      for (size_t i = s; i < e; ++i) o[i] = f(x[i], y[i]);
     });
     return;
   }
   if (scalar_a && dense_b) {
     alloc_like(out, b, {&b});
     Out* po = out.data<Out>();
-    const T x = pa[0];
     parallel_for(b.data_size(), kGrain, [&](size_t s, size_t e) {
-      for (size_t i = s; i < e; ++i) po[i] = f(x, pb[i]);
+      const T x = pa[0];
+      const T* y = pb;
+      Out* o = po;
+      for (size_t i = s; i < e; ++i) o[i] = f(x, y[i]);
     });
     return;
   }
   if (dense_a && scalar_b) {
     alloc_like(out, a, {&a});
     Out* po = out.data<Out>();
-    const T y = pb[0];
     parallel_for(a.data_size(), kGrain, [&](size_t s, size_t e) {
-      for (size_t i = s; i < e; ++i) po[i] = f(pa[i], y);
+      const T* x = pa;
+      const T y = pb[0];
+      Out* o = po;
+      for (size_t i = s; i < e; ++i) o[i] = f(x[i], y);
     });
     return;
   }
@@ -435,8 +444,10 @@ void run(BinaryOp op, const array& a, const array& b, array& out) {
         throw std::logic_error(std::string("[") + binary_op_name(op) +
                                "] Input or output dtypes do not match the kernel.");
       }
-      binary_loop<T, Out>(a, b, out, [](T x, T y) {
-        return store<Out>(Op{}(static_cast<C>(x), static_cast<C>(y)));
+      using S = storage_t<T>;
+      using SO = storage_t<Out>;
+      binary_loop<S, SO>(a, b, out, [](S x, S y) {
+        return static_cast<SO>(store<Out>(Op{}(load_storage<T>(x), load_storage<T>(y))));
       });
     } else {
       throw std::invalid_argument(std::string("[") + binary_op_name(op) + "] Not supported for " +

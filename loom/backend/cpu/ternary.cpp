@@ -19,7 +19,7 @@ void select_loop(const array& condition, const array& x, const array& y, array& 
     out.set_data(allocator::allocate(0));
     return;
   }
-  const bool* pc = condition.data<bool>();
+  const uint8_t* pc = condition.data<uint8_t>(); // bool read as bytes
   const T* px = x.data<T>();
   const T* py = y.data<T>();
 
@@ -28,7 +28,17 @@ void select_loop(const array& condition, const array& x, const array& y, array& 
     alloc_like(out, x, {&x, &y, &condition});
     T* po = out.data<T>();
     parallel_for(x.data_size(), kGrain, [&](size_t s, size_t e) {
-      for (size_t i = s; i < e; ++i) po[i] = pc[i] ? px[i] : py[i];
+      // Local copies: a byte-sized output could otherwise alias the
+      // captured pointers, and the loop would not vectorise.
+      const uint8_t* c = pc;
+      const T* xs = px;
+      const T* ys = py;
+      T* o = po;
+      for (size_t i = s; i < e; ++i) {
+        // Both loads happen, so the select vectorises as a blend.
+        T xv = xs[i], yv = ys[i];
+        o[i] = c[i] != 0 ? xv : yv;
+      }
     });
     return;
   }
@@ -41,20 +51,29 @@ void select_loop(const array& condition, const array& x, const array& y, array& 
                           broadcast_strides(y, shape), out.strides()});
   parallel_for(out.size(), kGrain, [&](size_t s, size_t e) {
     for_each_run<4>(layout, s, e, [&](const auto& off, int64_t n, const auto& st) {
-      const bool* c = pc + off[0];
+      const uint8_t* c = pc + off[0];
       const T* xs = px + off[1];
       const T* ys = py + off[2];
       T* o = po + off[3];
       if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? xs[i] : ys[i];
+        for (int64_t i = 0; i < n; ++i) {
+          T xv = xs[i], yv = ys[i];
+          o[i] = c[i] != 0 ? xv : yv;
+        }
       } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
         const T yv = *ys; // where(mask, x, constant)
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? xs[i] : yv;
+        for (int64_t i = 0; i < n; ++i) {
+          T xv = xs[i];
+          o[i] = c[i] != 0 ? xv : yv;
+        }
       } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
         const T xv = *xs; // where(mask, constant, y)
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? xv : ys[i];
+        for (int64_t i = 0; i < n; ++i) {
+          T yv = ys[i];
+          o[i] = c[i] != 0 ? xv : yv;
+        }
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i * st[0]] ? xs[i * st[1]] : ys[i * st[2]];
+        for (int64_t i = 0; i < n; ++i) o[i] = c[i * st[0]] != 0 ? xs[i * st[1]] : ys[i * st[2]];
       }
     });
   });
@@ -68,7 +87,7 @@ void select(const array& condition, const array& x, const array& y, array& out) 
   }
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    select_loop<T>(condition, x, y, out);
+    select_loop<storage_t<T>>(condition, x, y, out);
   });
 }
 

@@ -130,8 +130,10 @@ struct LogOp {
   static constexpr bool supports = is_inexact_v<C>;
   template <typename C>
   C operator()(C x) const {
-    if constexpr (std::is_same_v<C, float>) return log_f32(x);
-    else return std::log(x);
+    if constexpr (std::is_same_v<C, float>)
+      return log_f32(x);
+    else
+      return std::log(x);
   }
 };
 
@@ -158,8 +160,10 @@ struct TanhOp {
   static constexpr bool supports = is_inexact_v<C>;
   template <typename C>
   C operator()(C x) const {
-    if constexpr (std::is_same_v<C, float>) return tanh_f32(x);
-    else return std::tanh(x);
+    if constexpr (std::is_same_v<C, float>)
+      return tanh_f32(x);
+    else
+      return std::tanh(x);
   }
 };
 
@@ -294,7 +298,11 @@ void unary_loop(const array& in, array& out, F f) {
     const T* src = in.data<T>();
     Out* dst = out.data<Out>();
     parallel_for(n, kGrain, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) dst[i] = f(src[i]);
+      // Local copies: a byte-sized output could otherwise alias the
+      // captured pointers, and the loop would not vectorise.
+      const T* x = src;
+      Out* o = dst;
+      for (size_t i = b; i < e; ++i) o[i] = f(x[i]);
     });
     return;
   }
@@ -327,7 +335,10 @@ void run(UnaryOp op, const array& in, array& out) {
         throw std::logic_error(std::string("[") + unary_op_name(op) + "] Output dtype " +
                                dtype_name(out.dtype()) + " does not match the kernel.");
       }
-      unary_loop<T, Out>(in, out, [](T x) { return store<Out>(Op{}(static_cast<C>(x))); });
+      using S = storage_t<T>;
+      using SO = storage_t<Out>;
+      unary_loop<S, SO>(in, out,
+                        [](S x) { return static_cast<SO>(store<Out>(Op{}(load_storage<T>(x)))); });
     } else {
       throw std::invalid_argument(std::string("[") + unary_op_name(op) + "] Not supported for " +
                                   dtype_name(in.dtype()) + ".");
