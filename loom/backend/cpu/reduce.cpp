@@ -3,14 +3,17 @@
 // A reduction is planned as a loop nest over the input's dimensions, each
 // with an input stride and an output stride (0 for reduced dimensions),
 // ordered by input stride so the innermost loop walks memory with the
-// smallest step. The innermost dimension then decides the kernel shape:
-//   - reduced (row reduction): each run collapses into one output element,
-//     with several independent accumulators so the loop vectorises;
-//   - kept (column reduction): each run accumulates element-wise into a run
-//     of outputs, vectorised across the contiguous dimension.
-// Work is split across the thread pool over a kept dimension (chunks own
-// disjoint outputs) or, when there are too few outputs, over a reduced
-// dimension into per-chunk partial results that are combined at the end.
+// smallest step. The one or two innermost dimensions pick the kernel:
+//   - a reduced run (row reduction): several independent accumulators, so
+//     the loop vectorises and keeps several vector operations in flight;
+//   - short rows, each into its own output: one tight loop over the rows;
+//   - reduced rows over kept columns (column reduction): narrow rows are one
+//     contiguous run reduced with periodic lanes; wider ones accumulate eight
+//     rows per pass into a tile of outputs, vectorised across the columns;
+//   - anything else: element by element along the run.
+// Work is split across the thread pool over an outer kept dimension (chunks
+// own disjoint outputs) or, when there are few outputs, over a reduced
+// dimension into per-chunk partial results combined at the end.
 #include "loom/primitives/reduce.h"
 
 #include <algorithm>
