@@ -154,8 +154,9 @@ TEST(Transforms, NoLeakAcrossRepeatedTransforms) {
   synchronize();
   size_t base = get_active_memory();
   for (int i = 0; i < 50; ++i) {
-    array w = random::normal({64, 64});
-    array x = random::normal({8, 64});
+    // Explicit keys: the default key is process state created on first use.
+    array w = random::normal({64, 64}, float32, array(0.0f), array(1.0f), random::key(i));
+    array x = random::normal({8, 64}, float32, array(0.0f), array(1.0f), random::key(i + 1000));
     ArrayFn loss = [](const std::vector<array>& in) {
       return std::vector{sum(tanh(matmul(in[1], in[0])))};
     };

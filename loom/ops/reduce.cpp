@@ -197,4 +197,26 @@ array argmin(const array& a, bool keepdims, StreamOrDevice s) {
   return arg_extreme(a, 0, true, keepdims, s, ArgReduce::ArgMin, "argmin");
 }
 
+array sum(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return sum(a, std::vector<int>{axis}, keepdims, s);
+}
+array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return mean(a, std::vector<int>{axis}, keepdims, s);
+}
+array max(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return max(a, std::vector<int>{axis}, keepdims, s);
+}
+array min(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return min(a, std::vector<int>{axis}, keepdims, s);
+}
+array prod(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return prod(a, std::vector<int>{axis}, keepdims, s);
+}
+array all(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return all(a, std::vector<int>{axis}, keepdims, s);
+}
+array any(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return any(a, std::vector<int>{axis}, keepdims, s);
+}
+
 } // namespace loom

@@ -10,24 +10,31 @@ namespace loom {
 array sum(const array& a, const std::vector<int>& axes, bool keepdims = false,
           StreamOrDevice s = {});
 array sum(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array sum(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array mean(const array& a, const std::vector<int>& axes, bool keepdims = false,
            StreamOrDevice s = {});
 array mean(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array mean(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array max(const array& a, const std::vector<int>& axes, bool keepdims = false,
           StreamOrDevice s = {});
 array max(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array max(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array min(const array& a, const std::vector<int>& axes, bool keepdims = false,
           StreamOrDevice s = {});
 array min(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array min(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array prod(const array& a, const std::vector<int>& axes, bool keepdims = false,
            StreamOrDevice s = {});
 array prod(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array prod(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array all(const array& a, const std::vector<int>& axes, bool keepdims = false,
           StreamOrDevice s = {});
 array all(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array all(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array any(const array& a, const std::vector<int>& axes, bool keepdims = false,
           StreamOrDevice s = {});
 array any(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array any(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 // Index of the extreme along one axis (flattened when axis is absent), uint32.
 array argmax(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array argmax(const array& a, bool keepdims = false, StreamOrDevice s = {});
