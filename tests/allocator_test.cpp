@@ -1,0 +1,72 @@
+// The host pool: size buckets, the buffer cache, statistics and limits.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "loom/allocator/allocator.h"
+#include "loom/allocator/memory.h"
+
+using namespace loom;
+
+TEST(Allocator, BuffersAreAlignedAndBucketed) {
+  EXPECT_EQ(allocator::HostAllocator::bucket_size(1), 64u);
+  EXPECT_EQ(allocator::HostAllocator::bucket_size(65), 128u);
+  EXPECT_EQ(allocator::HostAllocator::bucket_size(5000), 8192u);
+  auto d = allocator::allocate(100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d->ptr()) % 64, 0u);
+  EXPECT_GE(d->size(), 100u);
+}
+
+TEST(Allocator, FreedBuffersAreCachedAndReused) {
+  clear_cache();
+  size_t active = get_active_memory();
+  void* first;
+  {
+    auto d = allocator::allocate(1 << 20);
+    first = d->ptr();
+    EXPECT_EQ(get_active_memory(), active + (1 << 20));
+  }
+  EXPECT_EQ(get_active_memory(), active);
+  EXPECT_EQ(get_cache_memory(), size_t(1) << 20);
+  auto again = allocator::allocate(1 << 20);
+  EXPECT_EQ(again->ptr(), first); // served from the cache
+  EXPECT_EQ(get_cache_memory(), 0u);
+}
+
+TEST(Allocator, ClearCacheAndCacheLimit) {
+  { auto d = allocator::allocate(1 << 16); }
+  EXPECT_GT(get_cache_memory(), 0u);
+  clear_cache();
+  EXPECT_EQ(get_cache_memory(), 0u);
+  size_t old = set_cache_limit(0); // caching off
+  { auto d = allocator::allocate(1 << 16); }
+  EXPECT_EQ(get_cache_memory(), 0u);
+  EXPECT_EQ(set_cache_limit(old), 0u);
+}
+
+TEST(Allocator, PeakTracksHighWaterMarkUntilReset) {
+  reset_peak_memory();
+  size_t base = get_peak_memory();
+  { auto d = allocator::allocate(4 << 20); }
+  EXPECT_GE(get_peak_memory(), base + (4 << 20));
+  reset_peak_memory();
+  EXPECT_EQ(get_peak_memory(), get_active_memory());
+}
+
+TEST(Allocator, OverTheLimitRaisesAndTheProcessCarriesOn) {
+  size_t old = set_memory_limit(get_active_memory() + (1 << 20));
+  try {
+    allocator::allocate(64 << 20);
+    FAIL() << "expected an out-of-memory error";
+  } catch (const std::runtime_error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("Out of memory"), std::string::npos);
+    EXPECT_NE(msg.find("64 MiB"), std::string::npos);      // the request
+    EXPECT_NE(msg.find("memory limit"), std::string::npos); // the pool's state
+  }
+  set_memory_limit(old);
+  auto fine = allocator::allocate(64 << 20);
+  EXPECT_NE(fine->ptr(), nullptr);
+}
