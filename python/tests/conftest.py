@@ -36,6 +36,10 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+# The bindings' smoke tests import loom itself and have no MLX counterpart.
+collect_ignore = ["test_bindings_smoke.py"] if _backend.IS_MLX else []
+
+
 def pytest_report_header(config):
     return f"array module under test: {_backend.MODULE_NAME}"
 
