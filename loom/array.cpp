@@ -156,16 +156,6 @@ std::vector<array> array::outputs() const {
   return out;
 }
 
-std::vector<array> array::siblings() const {
-  std::vector<array> out;
-  if (!desc_->node) return out;
-  for (auto& w : desc_->node->outputs) {
-    auto d = w.lock();
-    if (d && d != desc_) out.emplace_back(std::move(d));
-  }
-  return out;
-}
-
 void array::detach() { desc_->node.reset(); }
 
 void array::eval() {

@@ -116,8 +116,6 @@ class array {
   std::shared_ptr<Primitive> primitive_ptr() const;
   const std::vector<array>& inputs() const;
   uint32_t output_index() const { return desc_->output_index; }
-  // Other live outputs of the same node, in output order (excluding this one).
-  std::vector<array> siblings() const;
   // All outputs of this array's node, in order (this one included).
   std::vector<array> outputs() const;
   void detach();

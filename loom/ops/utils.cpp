@@ -51,13 +51,4 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const ch
   return out;
 }
 
-std::string dtype_list(const std::vector<array>& arrays) {
-  std::ostringstream os;
-  for (size_t i = 0; i < arrays.size(); ++i) {
-    os << arrays[i].dtype();
-    if (i + 1 < arrays.size()) os << ", ";
-  }
-  return os.str();
-}
-
 } // namespace loom

@@ -44,11 +44,6 @@ void StreamWorker::synchronize() {
   timeline_->wait(target);
 }
 
-bool StreamWorker::idle() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return timeline_->completed.load(std::memory_order_acquire) == submitted_;
-}
-
 bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   uint64_t seq;
   {

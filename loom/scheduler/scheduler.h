@@ -36,7 +36,6 @@ class StreamWorker {
   bool try_run_inline(std::function<void()>& task, Event& done);
   // Waits until every task submitted so far has run.
   void synchronize();
-  bool idle() const;
   const Stream& stream() const { return stream_; }
 
  private:
