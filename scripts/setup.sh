@@ -28,6 +28,12 @@ fi
 .venv/bin/python -m pip install -q -r requirements-dev.txt
 
 echo "== building (build/release)"
+# ccache, when present, shares object files between rebuilds and worktrees
+# (paths are made relative to the repository root).
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+fi
 # One build: library, C++ tests and the extension; pip installs from it.
 .venv/bin/python -m pip install -q --no-build-isolation \
   -Cbuild-dir=build/release -Ccmake.define.LOOM_BUILD_TESTS=ON .
