@@ -561,3 +561,90 @@ def test_gradients_linear_layernorm_lstm_attention():
     _fd_check(lstm, lambda m, inp: (m(inp)[0] ** 2).sum(), x, ["Wx", "Wh", "bias"])
     mha = nn.MultiHeadAttention(4, 2)
     _fd_check(mha, lambda m, inp: (m(inp, inp, inp) ** 2).sum(), x, ["query_proj.weight", "value_proj.weight"])
+
+
+# --- upsample ----------------------------------------------------------------
+
+
+def _up(x, *args, **kwargs):
+    return np.array(nn.Upsample(*args, **kwargs)(mx.array(np.asarray(x, np.float32))))
+
+
+def test_upsample_nearest():
+    x = np.arange(4, dtype=np.float32).reshape(1, 4, 1)
+    close(_up(x, 2), np.repeat(x, 2, axis=1))
+    # Fractional scale: output m samples round((m + 0.5) * N / M - 0.5), half to even.
+    close(_up(x, 1.5)[0, :, 0], [0, 0, 1, 2, 2, 3])
+    img = rand(2, 4, 6, 5)
+    close(_up(img, (2, 3)), np.repeat(np.repeat(img, 2, axis=1), 3, axis=2))
+    close(_up(img, 0.5)[0, :, :, 0], img[0, ::2, ::2, 0])
+
+
+def test_upsample_linear():
+    x = np.arange(4, dtype=np.float32).reshape(1, 4, 1)
+    close(_up(x, 2, mode="linear")[0, :, 0], [0, 0.25, 0.75, 1.25, 1.75, 2.25, 2.75, 3])
+    close(_up(x, 2, mode="linear", align_corners=True)[0, :, 0], np.arange(8) * 3 / 7)
+    img = rand(1, 3, 4, 2).astype(np.float64)
+    got = _up(img, 2, mode="linear", align_corners=True)
+    # Separable: rows then columns, each linear with corners aligned.
+    def interp_axis(a, axis, m):
+        n = a.shape[axis]
+        pos = np.arange(m) * (n - 1) / (m - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, n - 1)
+        w = (pos - lo).reshape([-1 if d == axis else 1 for d in range(a.ndim)])
+        return np.take(a, lo, axis) * (1 - w) + np.take(a, hi, axis) * w
+    close(got, interp_axis(interp_axis(img, 1, 6), 2, 8), atol=1e-5)
+
+
+def test_upsample_cubic_and_antialias():
+    x = rand(7).astype(np.float64)
+
+    def keys(d, a=-0.75):  # Keys' cubic convolution kernel
+        return np.where(d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1,
+                        np.where(d <= 2, (((d - 5) * d + 8) * d - 4) * a, 0.0))
+
+    pos = np.arange(14) * 6 / 13
+    taps = np.floor(pos)[:, None] + np.arange(-1, 3)[None]
+    expected = (keys(np.abs(pos[:, None] - taps)) * x[np.clip(taps, 0, 6).astype(int)]).sum(1)
+    out = _up(x.reshape(1, 7, 1), 2, mode="cubic", align_corners=True)[0, :, 0]
+    close(out, expected, atol=1e-5)
+    # Downsampling with antialiasing averages: a linear (triangle) filter on a ramp
+    # keeps the ramp's values at the output sample positions.
+    ramp = np.arange(8, dtype=np.float32).reshape(1, 8, 1)
+    out = _up(ramp, 0.5, mode="linear", antialias=True)[0, :, 0]
+    assert out.shape == (4,)
+    close(out[1:-1], [2.5, 4.5], atol=1e-5)
+    close(_up(np.ones((1, 6, 6, 1)), 0.5, mode="cubic", antialias=True), np.ones((1, 3, 3, 1)), atol=1e-5)
+
+
+def test_upsample_errors_and_repr():
+    assert repr(nn.Upsample(2)) == "Upsample(scale_factor=2.0, mode='nearest', align_corners=False)"
+    with pytest.raises(ValueError, match="Got unsupported upsampling algorithm: bad"):
+        nn.Upsample(2, mode="bad")
+    with pytest.raises(ValueError, match="Antialiasing is not supported for nearest neighbor"):
+        nn.Upsample(2, antialias=True)
+    with pytest.raises(ValueError, match="antialias=True with align_corners=True is not supported"):
+        nn.Upsample(2, mode="linear", align_corners=True, antialias=True)
+    with pytest.raises(ValueError, match="it should be at least 3D but 2D was provided"):
+        nn.Upsample(2)(mx.ones((2, 2)))
+    with pytest.raises(ValueError, match="One scale per spatial dimension is required"):
+        nn.Upsample((2, 2))(mx.ones((1, 2, 1)))
+
+
+@pytest.mark.loom_only
+def test_upsample_cubic_sample_on_an_input_pixel():
+    """MLX computes the right tap as floor(p + 1) in float32: for p just below an
+    integer that rounds up and the sample gets no weight on its own pixel (an
+    all-zero output row). Loom takes the four taps from floor(p)."""
+    x = np.eye(5, dtype=np.float32)[None]
+    out = _up(x, 2.7, mode="cubic")[0]
+    close(out.sum(axis=1), np.ones(13), atol=1e-5)
+    close(out[6], [0, 0, 1, 0, 0], atol=1e-5)
+
+
+def test_upsample_gradient_is_transposed_interpolation():
+    layer = nn.Upsample(2, mode="linear", align_corners=True)
+    g = mx.grad(lambda t: layer(t).sum())(mx.ones((1, 3, 1)))
+    # Each output row of the interpolation matrix sums to one: 5 outputs of weight... total 6.
+    close(np.array(g).sum(), 6.0, atol=1e-5)

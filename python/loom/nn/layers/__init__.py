@@ -16,6 +16,7 @@ from .linear import Bilinear, Identity, Linear
 from .normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm
 from .positional_encoding import ALiBi, RoPE, SinusoidalPositionalEncoding
 from .recurrent import GRU, LSTM, RNN
+from .upsample import Upsample
 from .transformer import (
     MultiHeadAttention,
     Transformer,
