@@ -137,17 +137,22 @@ def main() -> None:
     data = load_corpus(args.data_mb)
     split = int(0.95 * len(data))
     train, valid = data[:split], data[split:]
-    print(f"corpus: {len(data) / 1e6:.2f} MB of standard-library source ({len(train)} train, {len(valid)} valid bytes)")
+    print(
+        f"corpus: {len(data) / 1e6:.2f} MB of standard-library source "
+        f"({len(train)} train, {len(valid)} valid bytes)"
+    )
 
     model = TransformerLM(256, args.dims, args.heads, args.layers, args.context)
     mx.eval(model.parameters())
     n_params = sum(v.size for _, v in utils.tree_flatten(model.parameters()))
-    print(f"model: {args.layers} layers, width {args.dims}, context {args.context}: {n_params / 1e6:.2f}M parameters")
-
-    schedule = optim.join_schedules(
-        [optim.linear_schedule(0.0, args.lr, args.warmup), optim.cosine_decay(args.lr, max(1, args.steps - args.warmup), 0.1 * args.lr)],
-        [args.warmup],
+    print(
+        f"model: {args.layers} layers, width {args.dims}, context {args.context}: "
+        f"{n_params / 1e6:.2f}M parameters"
     )
+
+    warmup = optim.linear_schedule(0.0, args.lr, args.warmup)
+    decay = optim.cosine_decay(args.lr, max(1, args.steps - args.warmup), 0.1 * args.lr)
+    schedule = optim.join_schedules([warmup, decay], [args.warmup])
     optimizer = optim.AdamW(learning_rate=schedule, weight_decay=0.01)
 
     if args.resume and args.checkpoint:

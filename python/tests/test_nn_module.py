@@ -1,11 +1,9 @@
 """nn.Module (seed §11): the parameter tree, update model, freezing, modes, weights."""
 
-import os
 
 import numpy as np
 import pytest
 
-from _backend import IS_MLX
 from _nn_backend import mx, nn, optim, utils
 
 tree_flatten = utils.tree_flatten

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from _nn_backend import mx, nn, optim, utils
+from _nn_backend import mx, nn, optim
 
 W = np.array([1.0, -2.0, 0.5], dtype=np.float64)
 G = np.array([0.5, 1.0, -0.25], dtype=np.float64)
