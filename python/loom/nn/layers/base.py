@@ -130,12 +130,6 @@ class Module(dict):
         else:
             super().__delattr__(key)
 
-    # Two modules are equal only if they are the same object: a dict's
-    # value equality would compare arrays element-wise.
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__
-
     # -- filters ----------------------------------------------------------
 
     @staticmethod
