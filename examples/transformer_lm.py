@@ -40,6 +40,7 @@ parser.add_argument("--eval-batches", type=int, default=8)
 parser.add_argument("--data-mb", type=float, default=4.0, help="megabytes of source text to read")
 parser.add_argument("--checkpoint", default="", help="path prefix for .safetensors checkpoints")
 parser.add_argument("--resume", action="store_true", help="load the checkpoint before training")
+parser.add_argument("--time-limit", type=float, default=0, help="stop training after this many seconds (0: none)")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--sample", type=int, default=200, help="bytes of text to generate at the end")
 args = parser.parse_args()
@@ -181,14 +182,18 @@ def main() -> None:
                 f"grad-norm {grad_norm.item():.2f}  lr {optimizer.learning_rate.item():.2e}  {rate:,.0f} tokens/s",
                 flush=True,
             )
-        if step % args.eval_every == 0 or step == args.steps:
+        out_of_time = args.time_limit > 0 and time.perf_counter() - start > args.time_limit
+        if step % args.eval_every == 0 or step == args.steps or out_of_time:
             bpb = bits_per_byte(model, valid, args.batch, args.context, args.eval_batches, seed=1)
             print(f"step {step:5d}  validation {bpb:.3f} bits/byte  ({time.perf_counter() - start:.0f} s)", flush=True)
             if args.checkpoint and save_checkpoint(args.checkpoint, model, optimizer):
                 print(f"           checkpoint written to {args.checkpoint}.*.safetensors")
+        if out_of_time:
+            print(f"time limit of {args.time_limit:.0f} s reached at step {step}")
+            break
 
     elapsed = time.perf_counter() - start
-    print(f"trained {args.steps} steps in {elapsed:.1f} s ({args.steps * tokens_per_step / elapsed:,.0f} tokens/s)")
+    print(f"trained {step} steps in {elapsed:.1f} s ({step * tokens_per_step / elapsed:,.0f} tokens/s)")
     if args.sample > 0:
         text = sample(model, b"def ", args.sample, args.context)
         print("sample:\n" + text.decode("utf-8", errors="replace"))
