@@ -189,7 +189,7 @@ def main() -> None:
             if args.checkpoint and save_checkpoint(args.checkpoint, model, optimizer):
                 print(f"           checkpoint written to {args.checkpoint}.*.safetensors")
         if out_of_time:
-            print(f"time limit of {args.time_limit:.0f} s reached at step {step}")
+            print(f"time limit of {args.time_limit:g} s reached at step {step}")
             break
 
     elapsed = time.perf_counter() - start
