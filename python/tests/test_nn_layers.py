@@ -648,3 +648,24 @@ def test_upsample_gradient_is_transposed_interpolation():
     g = mx.grad(lambda t: layer(t).sum())(mx.ones((1, 3, 1)))
     # Each output row of the interpolation matrix sums to one: 5 outputs of weight... total 6.
     close(np.array(g).sum(), 6.0, atol=1e-5)
+
+
+# --- half precision ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_layers_keep_half_precision(dtype):
+    dt = getattr(mx, dtype)
+    x = mx.array(rand(2, 4, 8)).astype(dt)
+    layers = [nn.Linear(8, 8), nn.LayerNorm(8), nn.RMSNorm(8), nn.GroupNorm(2, 8), nn.BatchNorm(8),
+              nn.InstanceNorm(8), nn.RoPE(8), nn.GELU(), nn.SiLU(), nn.Dropout(0.1)]
+    for layer in layers:
+        layer.set_dtype(dt)
+        y = layer(x)
+        assert y.dtype == dt, type(layer).__name__
+        assert np.all(np.isfinite(np.array(y.astype(mx.float32)))), type(layer).__name__
+    mha = nn.MultiHeadAttention(8, 2)
+    mha.set_dtype(dt)
+    assert mha(x, x, x).dtype == dt
+    ref = np_layer_norm(np.array(x.astype(mx.float32)))
+    close(nn.LayerNorm(8, affine=False)(x).astype(mx.float32), ref, rtol=2e-2, atol=2e-2)
