@@ -255,13 +255,13 @@ TEST(LogSumExp, UnsignedInfinitiesAndEmpty) {
 
 TEST(VarStd, RealComplexAndDdof) {
   expect_close(values<float>(var(f32({1.0f, 2.0f, 3.0f, 4.0f}))), {1.25f});
-  expect_close(values<float>(std(f32({1.0f, 2.0f, 3.0f, 4.0f}), false, 1)),
+  expect_close(values<float>(loom::std(f32({1.0f, 2.0f, 3.0f, 4.0f}), false, 1)),
                {std::sqrt(5.0f / 3.0f)}, 1e-6);
   array z = array(std::vector<complex64_t>{{1.0f, 1.0f}, {3.0f, 2.0f}}, {2}, complex64);
   array v = var(z);
   EXPECT_EQ(v.dtype(), float32);
   expect_close(values<float>(v), {1.25f});
-  expect_close(values<float>(std(z)), {std::sqrt(1.25f)}, 1e-6);
+  expect_close(values<float>(loom::std(z)), {std::sqrt(1.25f)}, 1e-6);
   EXPECT_EQ(var(array({1, 2}, {2}, int32)).dtype(), float32);
   EXPECT_TRUE(std::isnan(values<float>(var(zeros({0})))[0]));
 }

@@ -118,6 +118,15 @@ array tri(int n, int m, int k, Dtype dtype, StreamOrDevice s) {
   return astype(less_equal(cols, add(rows, array(k), s), s), dtype, s);
 }
 
+array contiguous(const array& a, bool allow_col_major, StreamOrDevice s) {
+  // Layout flags are known only once the array is evaluated.
+  if (a.is_available() && !a.has_node() &&
+      (a.flags().row_contiguous || (allow_col_major && a.flags().col_contiguous))) {
+    return a;
+  }
+  return copy(a, s);
+}
+
 namespace {
 
 // Generalised cosine windows: sum_k (-1)^k c_k cos(2 pi k i / (m - 1)); the

@@ -34,6 +34,8 @@ array linspace(double start, double stop, int num, bool endpoint, Dtype dtype = 
                StreamOrDevice s = {});
 // Ones at and below the k-th diagonal of an n x m matrix (empty for n or m <= 0).
 array tri(int n, int m, int k = 0, Dtype dtype = float32, StreamOrDevice s = {});
+// A row-major copy (`allow_col_major` accepts a column-major input as it is).
+array contiguous(const array& a, bool allow_col_major = false, StreamOrDevice s = {});
 // Window functions of `m` points (float32).
 array hanning(int m, StreamOrDevice s = {});
 array hamming(int m, StreamOrDevice s = {});

@@ -474,6 +474,8 @@ array radians(const array& a, StreamOrDevice s) {
   return multiply(astype(a, d, s), array(M_PI / 180.0, d), s);
 }
 
+array positive(const array& a, StreamOrDevice) { return a; }
+
 std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s) {
   return {floor_divide(a, b, s), remainder(a, b, s)};
 }

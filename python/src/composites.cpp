@@ -192,8 +192,8 @@ void init_composites(nb::module_& m) {
       "The Bartlett (triangular) window of ``M`` points.");
 
   m.def(
-      "positive", [](const array& a, const StreamArg&) { return a; }, nb::arg(), nb::kw_only(),
-      nb::arg("stream") = nb::none(),
+      "positive", [](const array& a, const StreamArg& s) { return positive(a, s); }, nb::arg(),
+      nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def positive(a: array, /, *, stream: StreamOrDevice = None) -> array"),
       "Element-wise unary plus: the input unchanged.");
 
@@ -410,8 +410,11 @@ void init_composites(nb::module_& m) {
   m.attr("empty_like") = m.attr("zeros_like");
 
   m.def(
-      "contiguous", [](const array& a, bool, const StreamArg& s) { return copy(a, s); }, nb::arg(),
-      nb::arg("allow_col_major") = false, nb::kw_only(), nb::arg("stream") = nb::none(),
+      "contiguous",
+      [](const array& a, bool allow_col_major, const StreamArg& s) {
+        return contiguous(a, allow_col_major, s);
+      },
+      nb::arg(), nb::arg("allow_col_major") = false, nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def contiguous(a: array, /, allow_col_major: bool = False, *, stream: "
               "StreamOrDevice = None) -> array"),
       "A row-major copy of the array.");
