@@ -429,12 +429,18 @@ array logaddexp(const array& a, const array& b, StreamOrDevice sd) {
   Dtype d = at_least_float(promote_types(a.dtype(), b.dtype()));
   array x = cast_to(a, d, s);
   array y = cast_to(b, d, s);
-  array hi = maximum(x, y, s);
-  array lo = minimum(x, y, s);
-  // hi + log1p(exp(lo - hi)); with hi infinite, lo - hi is -inf or NaN, and
-  // the result is hi (+inf) or -inf + log(2) (-inf): a zero difference gives both.
-  array diff = where(isinf(hi, s), zeros({}, d, s), subtract(lo, hi, s), s);
-  return add(hi, log1p(exp(diff, s), s), s);
+  // m + log(e^(x - m) + e^(y - m)) with m = max(x, y) (gradient-free, the
+  // value does not depend on it; an infinite max shifts by zero). The term at
+  // the max is exactly 1, so the sum minus 1 is the other term, exactly: log1p
+  // of it keeps log(1 + e^-20) = 2e-9. The gradient is sigmoid(x - y), 1/2 each at a tie.
+  array m = stop_gradient(maximum(x, y, s), s);
+  m = where(isinf(m, s), zeros({}, d, s), m, s);
+  array ex = exp(subtract(x, m, s), s);
+  array ey = exp(subtract(y, m, s), s);
+  array one = array(1.0, d);
+  array rest = where(greater_equal(x, y, s), add(ey, subtract(ex, one, s), s),
+                     add(ex, subtract(ey, one, s), s), s);
+  return add(m, log1p(rest, s), s);
 }
 
 array clip(const array& a, const std::optional<array>& a_min, const std::optional<array>& a_max,

@@ -104,8 +104,8 @@ void init_composites(nb::module_& m) {
         return pad(a, pad_widths(pad_width, a.ndim()), to_array(constant_values.obj, a.dtype()),
                    mode, s);
       },
-      nb::arg("a"), nb::arg("pad_width"), nb::arg("mode") = "constant",
-      nb::arg("constant_values") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("pad_width"), nb::arg("mode") = "constant", nb::arg("constant_values") = 0,
+      nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def pad(a: array, pad_width: int | tuple[int] | tuple[int, int] | list[tuple[int, "
               "int]], mode: Literal['constant', 'edge', 'reflect', 'symmetric'] = 'constant', "
               "constant_values: scalar | array = 0, *, stream: StreamOrDevice = None) -> array"),
@@ -121,7 +121,7 @@ void init_composites(nb::module_& m) {
 
   m.def(
       "kron", [](const array& a, const array& b, const StreamArg& s) { return kron(a, b, s); },
-      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg("a"), nb::arg("b"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def kron(a: array, b: array, *, stream: StreamOrDevice = None) -> array"),
       "The Kronecker product of two arrays.");
 
@@ -130,7 +130,7 @@ void init_composites(nb::module_& m) {
       [](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {
         return axis ? count_nonzero(a, to_axes(*axis), keepdims, s) : count_nonzero(a, keepdims, s);
       },
-      nb::arg(), nb::kw_only(), nb::arg("axis") = nb::none(), nb::arg("keepdims") = false,
+      nb::arg(), nb::arg("axis") = nb::none(), nb::kw_only(), nb::arg("keepdims") = false,
       nb::arg("stream") = nb::none(),
       nb::sig("def count_nonzero(a: array, /, *, axis: None | int | Sequence[int] = None, "
               "keepdims: bool = False, stream: StreamOrDevice = None) -> array"),
@@ -154,7 +154,7 @@ void init_composites(nb::module_& m) {
         }
         return array_from_python(a, dtype);
       },
-      nb::arg("a"), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
+      nb::arg(), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
       nb::arg("copy").none() = nb::none(),
       nb::sig("def asarray(a: scalar | array | Sequence | DLPackCompatible, dtype: Dtype | None = "
               "None, *, copy: bool | None = None) -> array"),
@@ -166,7 +166,7 @@ void init_composites(nb::module_& m) {
       [](const array& a, const array& b, int axis, const StreamArg& s) {
         return vecdot(a, b, axis, s);
       },
-      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("axis") = -1, nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("axis") = -1, nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def vecdot(a: array, b: array, /, *, axis: int = -1, stream: StreamOrDevice = "
               "None) -> array"),
       "The dot product of vectors along an axis (inputs broadcast).");
@@ -462,7 +462,7 @@ void init_composites(nb::module_& m) {
       [](const array& a, const IntOrInts& reps_arg, const StreamArg& s) {
         return tile(a, to_axes(reps_arg), s);
       },
-      nb::arg(), nb::arg("reps"), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def tile(a: array, reps: int | Sequence[int], /, *, stream: StreamOrDevice = None) "
               "-> array"),
       "Repeat the whole array ``reps`` times along each axis.");
@@ -472,7 +472,7 @@ void init_composites(nb::module_& m) {
       [](const array& a, int repeats, std::optional<int> axis, const StreamArg& s) {
         return axis ? repeat(a, repeats, *axis, s) : repeat(a, repeats, s);
       },
-      nb::arg("array"), nb::arg("repeats"), nb::arg("axis").none() = nb::none(), nb::kw_only(),
+      nb::arg(), nb::arg("repeats"), nb::arg("axis").none() = nb::none(), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def repeat(array: array, repeats: int, axis: int | None = None, *, stream: "
               "StreamOrDevice = None) -> array"),
@@ -488,7 +488,7 @@ void init_composites(nb::module_& m) {
         for (int v : shifts) total += v;
         return roll(a, total, s);
       },
-      nb::arg(), nb::arg(), nb::arg().none() = nb::none(), nb::kw_only(),
+      nb::arg(), nb::arg("shift"), nb::arg("axis").none() = nb::none(), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def roll(a: array, shift: int | tuple[int], axis: None | int | tuple[int] = None, "
               "/, *, stream: StreamOrDevice = None) -> array"),

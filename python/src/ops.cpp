@@ -455,7 +455,7 @@ void init_ops(nb::module_& m) {
         Dtype d = dtype.value_or(a.dtype());
         return full(a.shape(), to_array(vals.obj, d), d, s);
       },
-      nb::arg("a"), nb::arg("vals"), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
+      nb::arg(), nb::arg("vals"), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def full_like(a: array, vals: scalar | array, dtype: Dtype | None = None, *, "
               "stream: StreamOrDevice = None) -> array"),

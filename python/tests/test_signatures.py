@@ -25,14 +25,23 @@ NOT_YET = {
     "depends", "dequantize", "diag", "diagonal", "disable_compile", "einsum", "einsum_path",
     "enable_compile", "erfinv", "expm1", "export_function", "export_to_dot", "exporter",
     "from_fp8", "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",
-    "get_printoptions", "hadamard_transform", "imag", "import_function", "load",
+    "hadamard_transform", "imag", "import_function", "load",
     "logcumsumexp", "matrix_norm", "median", "minmax", "partition", "put_along_axis", "qqmm",
     "quantize", "quantized_matmul", "real", "save", "save_gguf", "save_safetensors", "savez",
-    "savez_compressed", "searchsorted", "segmented_mm", "set_printoptions", "sinh", "sort",
+    "savez_compressed", "searchsorted", "segmented_mm", "sinh", "sort",
     "take", "take_along_axis", "tan", "to_fp8", "topk", "trace", "unique", "view",
     "random.multivariate_normal", "random.permutation", "random.truncated_normal",
     "array.conj", "array.cummax", "array.cummin", "array.cumprod", "array.cumsum",
     "array.diag", "array.diagonal", "array.logcumsumexp", "array.view",
+}
+
+
+# Mismatches in bindings another helper owns, each with its reason; strict
+# xfails, so a fix shows up as a failure asking to remove the entry.
+KNOWN_MISMATCH = {
+    "slice": "binding owned by the indexing helper (issue 6 #11): `a` is positional-only in MLX",
+    "slice_update": "binding owned by the indexing helper (issue 6 #11): `a` is positional-only "
+    "in MLX",
 }
 
 
@@ -77,7 +86,16 @@ def test_signature_as_written(name):
     assert got == want
 
 
-@pytest.mark.parametrize("name", [n for n in PRESENT if REFERENCE[n].get("probe")])
+def with_known(names):
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISMATCH[n]))
+        if n in KNOWN_MISMATCH and not IS_MLX
+        else n
+        for n in names
+    ]
+
+
+@pytest.mark.parametrize("name", with_known([n for n in PRESENT if REFERENCE[n].get("probe")]))
 def test_signature_as_called(name):
     ref = REFERENCE[name]
     params = ref["overloads"][0]
