@@ -480,6 +480,8 @@ array radians(const array& a, StreamOrDevice s) {
   return multiply(astype(a, d, s), array(M_PI / 180.0, d), s);
 }
 
+array conjugate(const array& a, StreamOrDevice s) { return conj_if_complex(a, to_stream(s)); }
+
 array positive(const array& a, StreamOrDevice) { return a; }
 
 std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s) {

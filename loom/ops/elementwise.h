@@ -93,6 +93,8 @@ array nan_to_num(const array& a, float nan = 0.0f, std::optional<float> posinf =
                  std::optional<float> neginf = std::nullopt, StreamOrDevice s = {});
 array degrees(const array& a, StreamOrDevice s = {});
 array radians(const array& a, StreamOrDevice s = {});
+// The complex conjugate (the input itself for real dtypes).
+array conjugate(const array& a, StreamOrDevice s = {});
 // Unary plus: the input itself.
 array positive(const array& a, StreamOrDevice s = {});
 // {a // b, a % b}.

@@ -552,6 +552,9 @@ void init_array(nb::module_& m) {
   LOOM_UNARY_METHOD(log1p);
 #undef LOOM_UNARY_METHOD
   cls.def(
+      "conj", [](const array& a, const StreamArg& s) { return conjugate(a, s); }, nb::kw_only(),
+      stream_arg(), "See :func:`conj`.");
+  cls.def(
       "round",
       [](const array& a, int decimals, const StreamArg& s) { return round(a, decimals, s); },
       nb::arg("decimals") = 0, nb::kw_only(), stream_arg(), "See :func:`round`.");

@@ -191,6 +191,15 @@ void init_composites(nb::module_& m) {
       "bartlett", +[](int M, StreamOrDevice s) { return bartlett(M, s); },
       "The Bartlett (triangular) window of ``M`` points.");
 
+  for (const char* name : {"conj", "conjugate"}) {
+    std::string sig =
+        std::string("def ") + name + "(a: array, *, stream: StreamOrDevice = None) -> array";
+    m.def(
+        name, [](const array& a, const StreamArg& s) { return conjugate(a, s); }, nb::arg(),
+        nb::kw_only(), nb::arg("stream") = nb::none(), nb::sig(sig.c_str()),
+        "The element-wise complex conjugate (real inputs unchanged).");
+  }
+
   m.def(
       "positive", [](const array& a, const StreamArg& s) { return positive(a, s); }, nb::arg(),
       nb::kw_only(), nb::arg("stream") = nb::none(),

@@ -249,6 +249,14 @@ def test_array_methods_log2_log10_log1p_round():
     assert mx.array([1.25]).round(decimals=1).tolist() == pytest.approx([1.2])
 
 
+def test_conj_function_and_method():
+    z = mx.array([1 + 2j, -3j])
+    assert np_of(mx.conj(z)).tolist() == [1 - 2j, 3j]
+    assert np_of(mx.conjugate(z)).tolist() == [1 - 2j, 3j]
+    assert np_of(z.conj()).tolist() == [1 - 2j, 3j]
+    assert mx.conj(mx.array([1, 2])).dtype == mx.int32
+
+
 def test_log1p_is_accurate_for_small_values():
     x = np.array([1e-10, -1e-7, 1e-3, 1.0, 1e30, -1.0, INF], dtype=np.float32)
     with np.errstate(divide="ignore"):

@@ -19,7 +19,7 @@ with open(_signatures.DATA) as f:
 NOT_YET = {
     "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh",
     "argpartition", "argsort", "as_strided", "asin", "asinh", "atan", "atan2", "atanh",
-    "block_masked_mm", "compile", "conj", "conjugate", "conv1d", "conv2d", "conv3d",
+    "block_masked_mm", "compile", "conv1d", "conv2d", "conv3d",
     "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolve",
     "cosh", "cummax", "cummin", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
     "depends", "dequantize", "diag", "diagonal", "disable_compile", "einsum", "einsum_path",
@@ -31,7 +31,7 @@ NOT_YET = {
     "savez_compressed", "searchsorted", "segmented_mm", "sinh", "sort",
     "take", "take_along_axis", "tan", "to_fp8", "topk", "trace", "unique", "view",
     "random.multivariate_normal", "random.permutation", "random.truncated_normal",
-    "array.conj", "array.cummax", "array.cummin", "array.cumprod", "array.cumsum",
+    "array.cummax", "array.cummin", "array.cumprod", "array.cumsum",
     "array.diag", "array.diagonal", "array.logcumsumexp", "array.view",
 }
 
