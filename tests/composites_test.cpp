@@ -149,9 +149,9 @@ TEST(LogAddExp, Gradient) {
 }
 
 TEST(Log1p, TinyHugeAndSpecial) {
-  expect_close(values<float>(log1p(f32({1e-10f, -1e-7f, 1.0f, 1e30f, -1.0f, kInf, kNan, -2.0f}))),
-               {1e-10f, -1.00000005e-7f, 0.69314718f, 69.0775528f, -kInf, kInf, kNan, kNan}, 2e-7,
-               0);
+  expect_close(
+      values<float>(log1p(f32({1e-10f, -1e-7f, 1.0f, 1e30f, -1.0f, kInf, kNan, -2.0f, -kInf}))),
+      {1e-10f, -1.00000005e-7f, 0.69314718f, 69.0775528f, -kInf, kInf, kNan, kNan, kNan}, 2e-7, 0);
 }
 
 TEST(LogBase, HalfPrecisionWithinHalfAnUlp) {
@@ -246,6 +246,9 @@ TEST(LogSumExp, UnsignedInfinitiesAndEmpty) {
   expect_close(values<float>(logsumexp(f32({-kInf, -kInf}))), {-kInf});
   expect_close(values<float>(logsumexp(f32({kInf, 1.0f}))), {kInf});
   expect_close(values<float>(logsumexp(f32({1e30f, 1e30f}))), {1e30f}, 1e-6);
+  // log(1 + e^-7.25): summing onto the 1 of the maximum would lose 6e-5 of it.
+  expect_close(values<float>(logsumexp(f32({0.0f, -7.25f}))), {7.0992234e-4f}, 2e-7, 0);
+  expect_close(values<float>(logsumexp(f32({2.0f, 2.0f, -kInf}))), {2.6931472f}, 1e-7, 0);
   array k = logsumexp(zeros({2, 3}), Axes{1}, true);
   EXPECT_EQ(k.shape(), (Shape{2, 1}));
   std::string msg = error_of([] { logsumexp(zeros({0})); });

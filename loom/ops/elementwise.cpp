@@ -420,8 +420,8 @@ array log1p(const array& a, StreamOrDevice sd) {
   array u_is_one = equal(u, one, s);
   array denom = where(u_is_one, one, subtract(u, one, s), s);
   array corrected = multiply(log(u, s), divide(x, denom, s), s);
-  // u = inf (x = inf) would give inf * (inf / inf): log1p(inf) is inf.
-  return where(u_is_one, x, where(isinf(u, s), u, corrected, s), s);
+  // u = +inf (x = +inf) would give inf * (inf / inf): log1p(inf) is inf.
+  return where(u_is_one, x, where(isposinf(u, s), u, corrected, s), s);
 }
 
 array logaddexp(const array& a, const array& b, StreamOrDevice sd) {

@@ -239,7 +239,14 @@ array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, Str
   // maximum would give inf - inf, so such slices shift by zero.
   array m = stop_gradient(max(x, ax, true, s), s);
   m = where(isinf(m, s), zeros({}, m.dtype(), s), m, s);
-  array out = add(log(sum(exp(subtract(x, m, s), s), ax, true, s), s), m, s);
+  // log(sum) = log1p(sum - 1), with the 1 of each maximal element taken out
+  // before summing (exp(0) - 1 is exactly 0) and the count of extra maxima
+  // added back: log(1 + 7e-4) keeps its low digits. The gradient of each
+  // element is still exp(x - m) / sum.
+  array at_max = astype(equal(x, m, s), x.dtype(), s);
+  array rest = sum(subtract(exp(subtract(x, m, s), s), at_max, s), ax, true, s);
+  array extra = subtract(sum(at_max, ax, true, s), array(1.0, x.dtype()), s);
+  array out = add(log1p(add(rest, extra, s), s), m, s);
   return keepdims ? out : squeeze(out, ax, s);
 }
 array logsumexp(const array& a, bool keepdims, StreamOrDevice s) {
