@@ -13,6 +13,7 @@
 
 #include "loom/backend/cpu/copy.h"
 #include "loom/ops.h"
+#include "loom/primitives/primitive.h"
 
 using namespace loom;
 
@@ -464,4 +465,78 @@ TEST(CompositeGradients, SoftmaxVarAndTanh) {
                {static_cast<float>(1 / std::pow(std::cosh(12.0), 2)),
                 static_cast<float>(1 / std::pow(std::cosh(6.0), 2)), 1.0f},
                1e-6, 0);
+}
+
+// --- the fused Softmax node ------------------------------------------------------
+
+namespace {
+
+// The composite softmax over the last axis, for reference: softmax over axis 0
+// of the transpose takes the composite path.
+array composite_softmax(const array& x) {
+  std::vector<int> perm(x.ndim());
+  for (int i = 0; i < x.ndim(); ++i) perm[i] = x.ndim() - 1 - i;
+  return transpose(softmax(transpose(x, perm), Axes{0}), perm);
+}
+
+} // namespace
+
+TEST(SoftmaxNode, LastAxisIsOneNodeMatchingTheComposite) {
+  array x = random::normal({7, 33}, float32, array(0.0f), array(3.0f), random::key(3));
+  array y = softmax(x, Axes{-1});
+  ASSERT_TRUE(y.has_node());
+  EXPECT_STREQ(y.primitive().name(), "Softmax");
+  expect_close(values<float>(y), values<float>(composite_softmax(x)), 2e-6, 1e-9);
+  auto rows = values<float>(sum(y, Axes{-1}));
+  for (float r : rows) EXPECT_NEAR(r, 1.0f, 2e-6);
+  // Strided input (a transposed view) and float64.
+  array t = transpose(x);
+  expect_close(values<float>(softmax(t, Axes{-1})), values<float>(composite_softmax(t)), 2e-6,
+               1e-9);
+  array d = astype(x, float64);
+  expect_close(values<double>(softmax(d, Axes{1})), values<double>(composite_softmax(d)), 1e-12,
+               1e-15);
+}
+
+TEST(SoftmaxNode, SpecialValuesAndHalfPrecision) {
+  expect_close(values<float>(softmax(f32({1.0f, kNan, 2.0f}), Axes{0})), {kNan, kNan, kNan});
+  expect_close(values<float>(softmax(f32({-kInf, 0.0f, 0.0f}), Axes{0})), {0.0f, 0.5f, 0.5f});
+  expect_close(values<float>(softmax(f32({1e30f, 1e30f}), Axes{0})), {0.5f, 0.5f});
+  array h = astype(f32({1.0f, 2.0f, 3.0f}), float16);
+  array y = softmax(h, Axes{0});
+  EXPECT_EQ(y.dtype(), float16);
+  expect_close(values<float>(astype(y, float32)), {0.09003057f, 0.24472847f, 0.66524096f}, 1e-3);
+  EXPECT_EQ(softmax(zeros({2, 0}), Axes{1}).shape(), (Shape{2, 0}));
+}
+
+TEST(SoftmaxNode, Transforms) {
+  array x = reshape(f32({0.1f, 0.7f, -0.3f, 2.0f, -1.0f, 0.5f}), {2, 3});
+  array w = reshape(f32({1.0f, 2.0f, 3.0f, -1.0f, 0.0f, 4.0f}), {2, 3});
+  auto f = [&](const std::vector<array>& in) {
+    return std::vector<array>{sum(multiply(softmax(in[0], Axes{-1}), w))};
+  };
+  auto g_fused = vjp(f, {x}, {array(1.0f)}).second[0];
+  auto g_ref = vjp(
+                   [&](const std::vector<array>& in) {
+                     return std::vector<array>{sum(multiply(composite_softmax(in[0]), w))};
+                   },
+                   {x}, {array(1.0f)})
+                   .second[0];
+  expect_close(values<float>(g_fused), values<float>(g_ref), 1e-5, 1e-7);
+  array t = reshape(f32({1.0f, 0.0f, -1.0f, 0.5f, 0.5f, 0.5f}), {2, 3});
+  auto jv =
+      jvp([](const std::vector<array>& in) { return std::vector<array>{softmax(in[0], Axes{-1})}; },
+          {x}, {t});
+  // Tangent of a constant shift is zero; of a one-hot, y_i (e_i - y).
+  auto tv = values<float>(jv.second[0]);
+  EXPECT_NEAR(tv[3] + tv[4] + tv[5], 0.0f, 1e-6);
+  EXPECT_NEAR(tv[0] + tv[1] + tv[2], 0.0f, 1e-6);
+  // vmap over either axis equals the loop.
+  for (int ax : {0, 1}) {
+    array out = vmap(
+        [](const std::vector<array>& in) { return std::vector<array>{softmax(in[0], Axes{-1})}; },
+        {ax}, {ax})({x})[0];
+    array want = ax == 0 ? softmax(x, Axes{1}) : softmax(x, Axes{0});
+    expect_close(values<float>(out), values<float>(want), 1e-6, 1e-8);
+  }
 }

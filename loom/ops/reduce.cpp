@@ -12,6 +12,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
 #include "loom/primitives/reduce.h"
+#include "loom/primitives/softmax.h"
 
 namespace loom {
 
@@ -258,6 +259,10 @@ array softmax(const array& a, const std::vector<int>& axes, bool precise, Stream
   array in = to_inexact(a, s);
   // Nothing to normalise: no max to take either.
   if (in.size() == 0) return in;
+  // Over the last axis of a real input: one fused node (as MLX).
+  if (ax.size() == 1 && ax[0] == in.ndim() - 1 && is_floating_point(in.dtype())) {
+    return make_softmax(in, precise, to_stream(s));
+  }
   bool low = in.dtype() == float16 || in.dtype() == bfloat16;
   array x = precise && low ? astype(in, float32, s) : in;
   array m = stop_gradient(max(x, ax, true, s), s);

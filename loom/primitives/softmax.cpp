@@ -1,0 +1,61 @@
+#include "loom/primitives/softmax.h"
+
+#include <memory>
+#include <ostream>
+
+#include "loom/ops/elementwise.h"
+#include "loom/ops/reduce.h"
+#include "loom/ops/shape.h"
+
+namespace loom {
+
+array make_softmax(const array& a, bool precise, Stream stream) {
+  return array(a.shape(), a.dtype(), std::make_shared<Softmax>(stream, precise), {a});
+}
+
+std::vector<Shape> Softmax::output_shapes(const std::vector<array>& inputs) {
+  return {inputs[0].shape()};
+}
+
+namespace {
+
+// d softmax(x) . t = y * (t - sum(t * y)) over the last axis.
+array softmax_derivative(const array& y, const array& t, Stream s) {
+  array dot = sum(multiply(t, y, s), std::vector<int>{-1}, true, s);
+  return multiply(y, subtract(t, dot, s), s);
+}
+
+} // namespace
+
+std::vector<array> Softmax::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
+                                const std::vector<int>&, const std::vector<array>& outputs) {
+  return {softmax_derivative(outputs[0], cotangents[0], stream())};
+}
+
+std::vector<array> Softmax::jvp(const std::vector<array>& primals,
+                                const std::vector<array>& tangents, const std::vector<int>&) {
+  array y = make_softmax(primals[0], precise_, stream());
+  return {softmax_derivative(y, tangents[0], stream())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> Softmax::vmap(const std::vector<array>& inputs,
+                                                              const std::vector<int>& axes) {
+  const array& x = inputs[0];
+  const int b = axes[0];
+  // The batch axis must not be the last one, which the op normalises over.
+  if (b == x.ndim() - 1) {
+    return {{make_softmax(moveaxis(x, b, 0, stream()), precise_, stream())}, {0}};
+  }
+  return {{make_softmax(x, precise_, stream())}, {b}};
+}
+
+bool Softmax::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const Softmax*>(&other);
+  return o != nullptr && o->precise_ == precise_;
+}
+
+void Softmax::print_params(std::ostream& os) const {
+  if (precise_) os << "precise=True";
+}
+
+} // namespace loom
