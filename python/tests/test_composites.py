@@ -336,3 +336,61 @@ def test_clip_nan_to_num_trunc_match_numpy():
     np.testing.assert_array_equal(np_of(mx.clip(x, -1.0, 1.0)), np.clip(a, -1.0, 1.0))
     np.testing.assert_array_equal(np_of(mx.nan_to_num(x)), np.nan_to_num(a))
     same_bits(np_of(mx.trunc(x)), np.trunc(a))
+
+
+# --- property tests against NumPy over arbitrary float32 values ----------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+FLOATS = hnp.arrays(
+    np.float32,
+    hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=6),
+    elements=st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True),
+)
+FINITE = hnp.arrays(
+    np.float32,
+    hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=6),
+    elements=st.floats(-80, 80, width=32, allow_subnormal=True),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(FLOATS)
+def test_round_and_trunc_match_numpy_bit_for_bit(x):
+    same_bits(np_of(mx.round(mx.array(x))).ravel(), np.round(x).ravel())
+    same_bits(np_of(mx.trunc(mx.array(x))).ravel(), np.trunc(x).ravel())
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(FLOATS, FLOATS)
+def test_logaddexp_matches_numpy(a, b):
+    b = np.resize(b, a.shape)
+    with np.errstate(all="ignore"):
+        want = np.logaddexp(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    got = np_of(mx.logaddexp(mx.array(a), mx.array(b)))
+    np.testing.assert_allclose(got, want, rtol=3e-6, atol=1e-37)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(FLOATS)
+def test_log1p_matches_numpy(x):
+    with np.errstate(all="ignore"):
+        want = np.log1p(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(np_of(mx.log1p(mx.array(x))), want, rtol=3e-7, atol=1e-44)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(FINITE)
+def test_softmax_logsumexp_var_match_numpy(x):
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(
+        # x - max rounds to float32 (ulp(80) / 2 = 4e-6 relative after exp)
+        np_of(mx.softmax(mx.array(x), axis=-1)), e / e.sum(-1, keepdims=True), rtol=1e-5,
+        atol=1e-30,
+    )
+    lse = np.log(np.exp(x64 - x64.max()).sum()) + x64.max()
+    assert mx.logsumexp(mx.array(x)).item() == pytest.approx(lse, rel=2e-6, abs=2e-6)
+    assert mx.var(mx.array(x)).item() == pytest.approx(np.var(x64), rel=1e-4, abs=1e-3)
