@@ -540,3 +540,38 @@ TEST(SoftmaxNode, Transforms) {
     expect_close(values<float>(out), values<float>(want), 1e-6, 1e-8);
   }
 }
+
+TEST(LogSumExpNode, MatchesTheCompositeAndDifferentiates) {
+  array x = random::normal({5, 40}, float32, array(0.0f), array(4.0f), random::key(5));
+  array y = logsumexp(x, Axes{-1});
+  ASSERT_TRUE(y.has_node());
+  EXPECT_STREQ(y.primitive().name(), "LogSumExp");
+  // The composite path: over axis 0 of the transpose.
+  expect_close(values<float>(y), values<float>(logsumexp(transpose(x), Axes{0})), 2e-6, 1e-6);
+  EXPECT_EQ(logsumexp(x, Axes{1}, true).shape(), (Shape{5, 1}));
+  array h = astype(x, bfloat16);
+  EXPECT_EQ(logsumexp(h, Axes{1}).dtype(), bfloat16);
+  expect_close(values<float>(logsumexp(f32({kNan, 1.0f}), Axes{0})), {kNan});
+  expect_close(values<float>(logsumexp(f32({-kInf, -kInf}), Axes{0})), {-kInf});
+  // Gradient: softmax; tangent: the softmax-weighted sum.
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{sum(logsumexp(in[0], Axes{-1}))};
+  };
+  auto g = vjp(f, {x}, {array(1.0f)}).second[0];
+  expect_close(values<float>(g), values<float>(softmax(x, Axes{-1})), 1e-5, 1e-9);
+  array t = ones({5, 40});
+  auto jt = jvp(
+                [](const std::vector<array>& in) {
+                  return std::vector<array>{logsumexp(in[0], Axes{-1})};
+                },
+                {x}, {t})
+                .second[0];
+  expect_close(values<float>(jt), std::vector<float>(5, 1.0f), 1e-5);
+  for (int ax : {0, 1}) {
+    array out = vmap(
+        [](const std::vector<array>& in) { return std::vector<array>{logsumexp(in[0], Axes{-1})}; },
+        {ax}, {0})({x})[0];
+    array want = logsumexp(x, Axes{ax == 0 ? 1 : 0});
+    expect_close(values<float>(out), values<float>(want), 2e-6, 1e-6);
+  }
+}

@@ -236,6 +236,11 @@ array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, Str
   if (a.size() == 0) throw std::invalid_argument("[logsumexp] Received empty array.");
   array x = to_inexact(a, s);
   if (ax.empty()) return x;
+  // Over the last axis of a real input: one fused node (as MLX).
+  if (ax.size() == 1 && ax[0] == x.ndim() - 1 && is_floating_point(x.dtype())) {
+    array out = make_logsumexp(x, to_stream(s));
+    return keepdims ? expand_dims(out, -1, s) : out;
+  }
   // Shifting by the (gradient-free) maximum keeps exp finite; an infinite
   // maximum would give inf - inf, so such slices shift by zero.
   array m = stop_gradient(max(x, ax, true, s), s);

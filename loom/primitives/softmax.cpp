@@ -49,6 +49,40 @@ std::pair<std::vector<array>, std::vector<int>> Softmax::vmap(const std::vector<
   return {{make_softmax(x, precise_, stream())}, {b}};
 }
 
+array make_logsumexp(const array& a, Stream stream) {
+  Shape shape(a.shape().begin(), a.shape().end() - 1);
+  return array(std::move(shape), a.dtype(), std::make_shared<LogSumExp>(stream), {a});
+}
+
+std::vector<Shape> LogSumExp::output_shapes(const std::vector<array>& inputs) {
+  const Shape& in = inputs[0].shape();
+  return {Shape(in.begin(), in.end() - 1)};
+}
+
+// d lse / dx = softmax(x) = exp(x - lse).
+std::vector<array> LogSumExp::vjp(const std::vector<array>& primals,
+                                  const std::vector<array>& cotangents, const std::vector<int>&,
+                                  const std::vector<array>& outputs) {
+  Stream s = stream();
+  array p = exp(subtract(primals[0], expand_dims(outputs[0], -1, s), s), s);
+  return {multiply(expand_dims(cotangents[0], -1, s), p, s)};
+}
+
+std::vector<array> LogSumExp::jvp(const std::vector<array>& primals,
+                                  const std::vector<array>& tangents, const std::vector<int>&) {
+  Stream s = stream();
+  array p = make_softmax(primals[0], false, s);
+  return {sum(multiply(tangents[0], p, s), std::vector<int>{-1}, false, s)};
+}
+
+std::pair<std::vector<array>, std::vector<int>> LogSumExp::vmap(const std::vector<array>& inputs,
+                                                                const std::vector<int>& axes) {
+  const array& x = inputs[0];
+  const int b = axes[0];
+  if (b == x.ndim() - 1) return {{make_logsumexp(moveaxis(x, b, 0, stream()), stream())}, {0}};
+  return {{make_logsumexp(x, stream())}, {b}};
+}
+
 bool Softmax::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Softmax*>(&other);
   return o != nullptr && o->precise_ == precise_;
