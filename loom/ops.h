@@ -11,6 +11,7 @@
 #include "loom/ops/random.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/utils.h"
 #include "loom/scheduler/scheduler.h"
 #include "loom/stream.h"
 #include "loom/transforms/transforms.h"

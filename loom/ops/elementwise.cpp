@@ -2,6 +2,8 @@
 // primitives built here always see inputs of one shape and one dtype.
 #include "loom/ops/elementwise.h"
 
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -313,6 +315,177 @@ array array_equal(const array& a, const array& b, bool equal_nan, StreamOrDevice
     same = logical_or(same, logical_and(isnan(a, s), isnan(b, s), s), s);
   }
   return all(same, false, s);
+}
+
+// --- composites ---
+
+namespace {
+
+// The real and imaginary parts of a complex array with finite real parts
+// (z * -i is exact then; astype to a real dtype keeps the real part).
+std::pair<array, array> complex_parts(const array& z, Stream s) {
+  array re = astype(z, float32, s);
+  array im = astype(multiply(z, array(complex64_t(0.0f, -1.0f)), s), float32, s);
+  return {re, im};
+}
+
+array make_complex(const array& re, const array& im, Stream s) {
+  return add(astype(re, complex64, s),
+             multiply(astype(im, complex64, s), array(complex64_t(0.0f, 1.0f)), s), s);
+}
+
+// Round half to even of a real floating array. x - floor(x) is exact, so the
+// tie test is too; values too large to have a fraction come back unchanged,
+// and a zero result takes the sign of x (round(-0.4) is -0.0).
+array round_half_even(const array& x, Stream s) {
+  Dtype d = x.dtype();
+  array r = floor(x, s);
+  array frac = subtract(x, r, s);
+  array half = array(0.5, d);
+  array odd = not_equal(remainder(r, array(2.0, d), s), array(0.0, d), s);
+  array up = logical_or(greater(frac, half, s), logical_and(equal(frac, half, s), odd, s), s);
+  array out = where(up, add(r, array(1.0, d), s), r, s);
+  return where(equal(out, array(0.0, d), s), multiply(x, array(0.0, d), s), out, s);
+}
+
+array round_real(const array& x, int decimals, Stream s) {
+  if (decimals == 0) return round_half_even(x, s);
+  array scale = array(std::pow(10.0, decimals), x.dtype());
+  return divide(round_half_even(multiply(x, scale, s), s), scale, s);
+}
+
+array log_base(const array& a, double base, const char* op, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  Dtype d = at_least_float(a.dtype());
+  // float16/bfloat16: one rounding of a float32 result instead of two
+  // half-precision roundings (log, then the division).
+  bool half = d == float16 || d == bfloat16;
+  array x = cast_to(a, half ? float32 : d, s);
+  array out = multiply(log(x, s), array(1.0 / std::log(base), x.dtype()), s);
+  return half ? astype(out, d, s) : out;
+}
+
+} // namespace
+
+array isfinite(const array& a, StreamOrDevice s) {
+  return logical_not(logical_or(isnan(a, s), isinf(a, s), s), s);
+}
+
+array isposinf(const array& a, StreamOrDevice s) {
+  if (!is_inexact(a.dtype())) return zeros(a.shape(), bool_, s);
+  return logical_and(isinf(a, s), greater(a, zeros({}, a.dtype(), s), s), s);
+}
+
+array isneginf(const array& a, StreamOrDevice s) {
+  if (!is_inexact(a.dtype())) return zeros(a.shape(), bool_, s);
+  return logical_and(isinf(a, s), less(a, zeros({}, a.dtype(), s), s), s);
+}
+
+array logical_xor(const array& a, const array& b, StreamOrDevice s) {
+  return not_equal(astype(a, bool_, s), astype(b, bool_, s), s);
+}
+
+array round(const array& a, int decimals, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  if (is_complex(a.dtype())) {
+    auto [re, im] = complex_parts(a, s);
+    return make_complex(round_real(re, decimals, s), round_real(im, decimals, s), s);
+  }
+  if (is_inexact(a.dtype())) return round_real(a, decimals, s);
+  // Integers have no fraction: only negative decimals change them.
+  if (decimals >= 0) return a;
+  array scale = array(std::pow(10.0, -decimals), float32);
+  array f = astype(a, float32, s);
+  return astype(multiply(round_half_even(divide(f, scale, s), s), scale, s), a.dtype(), s);
+}
+
+array trunc(const array& a, StreamOrDevice s) {
+  if (!is_inexact(a.dtype())) return a;
+  reject_complex(a, "trunc");
+  return where(less(a, zeros({}, a.dtype(), s), s), ceil(a, s), floor(a, s), s);
+}
+
+array log2(const array& a, StreamOrDevice s) { return log_base(a, 2.0, "log2", s); }
+
+array log10(const array& a, StreamOrDevice s) { return log_base(a, 10.0, "log10", s); }
+
+array log1p(const array& a, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  array x = cast_to(a, at_least_float(a.dtype()), s);
+  Dtype d = x.dtype();
+  // Goldberg's correction: u = 1 + x rounds, and log(u) * x / (u - 1) cancels
+  // that rounding error; where u is exactly 1, log1p(x) is x itself.
+  array u = add(array(1.0, d), x, s);
+  array one = array(1.0, d);
+  array u_is_one = equal(u, one, s);
+  array denom = where(u_is_one, one, subtract(u, one, s), s);
+  array corrected = multiply(log(u, s), divide(x, denom, s), s);
+  // u = +inf (x = +inf) would give inf * (inf / inf): log1p(inf) is inf.
+  return where(u_is_one, x, where(isposinf(u, s), u, corrected, s), s);
+}
+
+array logaddexp(const array& a, const array& b, StreamOrDevice sd) {
+  Stream s = to_stream(sd);
+  Dtype d = at_least_float(promote_types(a.dtype(), b.dtype()));
+  array x = cast_to(a, d, s);
+  array y = cast_to(b, d, s);
+  // m + log(e^(x - m) + e^(y - m)) with m = max(x, y) (gradient-free, the
+  // value does not depend on it; an infinite max shifts by zero). The term at
+  // the max is exactly 1, so the sum minus 1 is the other term, exactly: log1p
+  // of it keeps log(1 + e^-20) = 2e-9. The gradient is sigmoid(x - y), 1/2 each at a tie.
+  array m = stop_gradient(maximum(x, y, s), s);
+  m = where(isinf(m, s), zeros({}, d, s), m, s);
+  array ex = exp(subtract(x, m, s), s);
+  array ey = exp(subtract(y, m, s), s);
+  array one = array(1.0, d);
+  array rest = where(greater_equal(x, y, s), add(ey, subtract(ex, one, s), s),
+                     add(ex, subtract(ey, one, s), s), s);
+  return add(m, log1p(rest, s), s);
+}
+
+array clip(const array& a, const std::optional<array>& a_min, const std::optional<array>& a_max,
+           StreamOrDevice s) {
+  if (!a_min && !a_max) {
+    throw std::invalid_argument("At most one of a_min and a_max may be None");
+  }
+  array out = a;
+  if (a_min) out = maximum(out, *a_min, s);
+  if (a_max) out = minimum(out, *a_max, s);
+  return out;
+}
+
+array nan_to_num(const array& a, float nan, std::optional<float> posinf,
+                 std::optional<float> neginf, StreamOrDevice s) {
+  Dtype d = a.dtype();
+  if (!is_inexact(d)) return a;
+  if (is_complex(d)) {
+    throw std::invalid_argument("[nan_to_num] Not supported for complex64.");
+  }
+  double big = d == float16    ? 65504.0
+               : d == bfloat16 ? 3.3895313892515355e38
+               : d == float64  ? std::numeric_limits<double>::max()
+                               : std::numeric_limits<float>::max();
+  array out = where(isnan(a, s), array(nan, d), a, s);
+  out = where(isposinf(a, s), array(posinf ? double(*posinf) : big, d), out, s);
+  return where(isneginf(a, s), array(neginf ? double(*neginf) : -big, d), out, s);
+}
+
+array degrees(const array& a, StreamOrDevice s) {
+  Dtype d = at_least_float(a.dtype());
+  return multiply(astype(a, d, s), array(180.0 / M_PI, d), s);
+}
+
+array radians(const array& a, StreamOrDevice s) {
+  Dtype d = at_least_float(a.dtype());
+  return multiply(astype(a, d, s), array(M_PI / 180.0, d), s);
+}
+
+array conjugate(const array& a, StreamOrDevice s) { return conj_if_complex(a, to_stream(s)); }
+
+array positive(const array& a, StreamOrDevice) { return a; }
+
+std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s) {
+  return {floor_divide(a, b, s), remainder(a, b, s)};
 }
 
 } // namespace loom

@@ -2,6 +2,9 @@
 // MLX's type promotion.
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "loom/array.h"
 
 namespace loom {
@@ -63,5 +66,38 @@ array isclose(const array& a, const array& b, double rtol = 1e-5, double atol = 
 array allclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8,
                bool equal_nan = false, StreamOrDevice s = {});
 array array_equal(const array& a, const array& b, bool equal_nan = false, StreamOrDevice s = {});
+
+// --- Composites: built from the ops above, no primitive of their own ---
+
+array isfinite(const array& a, StreamOrDevice s = {});
+array isposinf(const array& a, StreamOrDevice s = {});
+array isneginf(const array& a, StreamOrDevice s = {});
+// Truth values of both operands, whatever their dtypes.
+array logical_xor(const array& a, const array& b, StreamOrDevice s = {});
+// Halves to even; |x| >= 2^(mantissa bits) and the sign of zero are kept.
+// Complex inputs round their real and imaginary parts.
+array round(const array& a, int decimals = 0, StreamOrDevice s = {});
+array trunc(const array& a, StreamOrDevice s = {});
+// Half-precision inputs are computed in float32 (rounded once).
+array log2(const array& a, StreamOrDevice s = {});
+array log10(const array& a, StreamOrDevice s = {});
+// log(1 + a), accurate for small a.
+array log1p(const array& a, StreamOrDevice s = {});
+// log(exp(a) + exp(b)) without overflow or cancellation.
+array logaddexp(const array& a, const array& b, StreamOrDevice s = {});
+// One bound may be absent, not both.
+array clip(const array& a, const std::optional<array>& a_min, const std::optional<array>& a_max,
+           StreamOrDevice s = {});
+// NaN -> nan, +inf -> posinf, -inf -> neginf (the dtype's extremes by default).
+array nan_to_num(const array& a, float nan = 0.0f, std::optional<float> posinf = std::nullopt,
+                 std::optional<float> neginf = std::nullopt, StreamOrDevice s = {});
+array degrees(const array& a, StreamOrDevice s = {});
+array radians(const array& a, StreamOrDevice s = {});
+// The complex conjugate (the input itself for real dtypes).
+array conjugate(const array& a, StreamOrDevice s = {});
+// Unary plus: the input itself.
+array positive(const array& a, StreamOrDevice s = {});
+// {a // b, a % b}.
+std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s = {});
 
 } // namespace loom

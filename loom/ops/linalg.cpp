@@ -1,11 +1,17 @@
 // matmul: NumPy shape rules and MLX's dtype rules (inexact types only).
 #include "loom/ops/linalg.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "loom/ops/creation.h"
+#include "loom/ops/elementwise.h"
+#include "loom/ops/reduce.h"
+#include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/linalg.h"
+#include "loom/primitives/unary.h"
 
 namespace loom {
 
@@ -34,6 +40,114 @@ array matmul(const array& a_in, const array& b_in, StreamOrDevice s) {
   array a = a_in.dtype() == dtype ? a_in : astype(a_in, dtype, s);
   array b = b_in.dtype() == dtype ? b_in : astype(b_in, dtype, s);
   return array(std::move(out_shape), dtype, std::make_shared<Matmul>(to_stream(s)), {a, b});
+}
+
+// --- composites ---
+
+array tensordot(const array& a, const array& b, const std::vector<int>& axes_a,
+                const std::vector<int>& axes_b, StreamOrDevice s) {
+  if (axes_a.size() != axes_b.size()) {
+    throw std::invalid_argument("[tensordot] Both axis lists must have the same length (got " +
+                                std::to_string(axes_a.size()) + " and " +
+                                std::to_string(axes_b.size()) + ").");
+  }
+  std::vector<int> axa = normalize_axes(axes_a, a.ndim(), "tensordot");
+  std::vector<int> axb = normalize_axes(axes_b, b.ndim(), "tensordot");
+  std::vector<bool> in_a(a.ndim(), false), in_b(b.ndim(), false);
+  int64_t contracted = 1;
+  for (size_t i = 0; i < axa.size(); ++i) {
+    if (a.shape(axa[i]) != b.shape(axb[i])) {
+      throw std::invalid_argument(
+          "[tensordot] a and b have different sizes on the contracted "
+          "axes (shapes " +
+          shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()) + ").");
+    }
+    in_a[axa[i]] = in_b[axb[i]] = true;
+    contracted *= a.shape(axa[i]);
+  }
+  // Free axes of a, then the contracted ones; contracted axes of b, then its
+  // free ones: one matrix product.
+  std::vector<int> perm_a, perm_b;
+  Shape out_shape;
+  int64_t free_a = 1, free_b = 1;
+  for (int i = 0; i < a.ndim(); ++i) {
+    if (in_a[i]) continue;
+    perm_a.push_back(i);
+    out_shape.push_back(a.shape(i));
+    free_a *= a.shape(i);
+  }
+  perm_a.insert(perm_a.end(), axa.begin(), axa.end());
+  perm_b.insert(perm_b.end(), axb.begin(), axb.end());
+  for (int i = 0; i < b.ndim(); ++i) {
+    if (in_b[i]) continue;
+    perm_b.push_back(i);
+    out_shape.push_back(b.shape(i));
+    free_b *= b.shape(i);
+  }
+  array a2 = reshape(transpose(a, perm_a, s),
+                     {static_cast<int32_t>(free_a), static_cast<int32_t>(contracted)}, s);
+  array b2 = reshape(transpose(b, perm_b, s),
+                     {static_cast<int32_t>(contracted), static_cast<int32_t>(free_b)}, s);
+  return reshape(matmul(a2, b2, s), out_shape, s);
+}
+
+array tensordot(const array& a, const array& b, int axes, StreamOrDevice s) {
+  if (axes < 0 || axes > a.ndim() || axes > b.ndim()) {
+    throw std::invalid_argument(
+        "[tensordot] axes must be between 0 and the number of dimensions of both inputs (got " +
+        std::to_string(axes) + " for shapes " + shape_to_string(a.shape()) + " and " +
+        shape_to_string(b.shape()) + ").");
+  }
+  std::vector<int> axa, axb;
+  for (int i = 0; i < axes; ++i) {
+    axa.push_back(a.ndim() - axes + i);
+    axb.push_back(i);
+  }
+  return tensordot(a, b, axa, axb, s);
+}
+
+array inner(const array& a, const array& b, StreamOrDevice s) {
+  if (a.ndim() == 0 || b.ndim() == 0) return multiply(a, b, s);
+  if (a.shape(-1) != b.shape(-1)) {
+    throw std::invalid_argument("[inner] a and b must have the same last dimension (shapes " +
+                                shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()) +
+                                ").");
+  }
+  return tensordot(a, b, {-1}, {-1}, s);
+}
+
+array outer(const array& a, const array& b, StreamOrDevice s) {
+  return multiply(reshape(a, {-1, 1}, s), reshape(b, {1, -1}, s), s);
+}
+
+array vecdot(const array& a, const array& b, int axis, StreamOrDevice s) {
+  // The first operand is conjugated (the Hermitian inner product).
+  array x = is_complex(a.dtype()) ? conj_if_complex(a, to_stream(s)) : a;
+  return sum(multiply(x, b, s), std::vector<int>{axis}, false, s);
+}
+
+array addmm(const array& c, const array& a, const array& b, float alpha, float beta,
+            StreamOrDevice s) {
+  array ab = matmul(a, b, s);
+  Dtype d = ab.dtype();
+  if (alpha != 1.0f) ab = multiply(ab, array(alpha, d), s);
+  array cc = beta != 1.0f ? multiply(c, array(beta, d), s) : c;
+  return add(ab, cc, s);
+}
+
+array kron(const array& a, const array& b, StreamOrDevice s) {
+  // Interleave the axes: a as (d0, 1, d1, 1, ...), b as (1, e0, 1, e1, ...).
+  int nd = std::max(a.ndim(), b.ndim());
+  Shape sa(nd - a.ndim(), 1), sb(nd - b.ndim(), 1);
+  sa.insert(sa.end(), a.shape().begin(), a.shape().end());
+  sb.insert(sb.end(), b.shape().begin(), b.shape().end());
+  Shape ea, eb, out;
+  for (int i = 0; i < nd; ++i) {
+    ea.insert(ea.end(), {sa[i], 1});
+    eb.insert(eb.end(), {1, sb[i]});
+    out.push_back(sa[i] * sb[i]);
+  }
+  return reshape(multiply(reshape(a, ea, s), reshape(b, eb, s), s), out, s);
 }
 
 } // namespace loom

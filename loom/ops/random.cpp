@@ -6,6 +6,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/random.h"
@@ -154,6 +155,80 @@ array normal(const Shape& shape, Dtype dtype, const array& loc, const array& sca
   if (!is_constant(scale, 1.0)) samples = multiply(astype(scale, dtype, stream), samples, stream);
   if (!is_constant(loc, 0.0)) samples = add(astype(loc, dtype, stream), samples, stream);
   return samples;
+}
+
+// --- distributions built from uniform ---
+
+array bernoulli(const array& p, const std::optional<Shape>& shape, const std::optional<array>& key,
+                StreamOrDevice s) {
+  array prob = is_floating_point(p.dtype()) ? p : astype(p, float32, s);
+  Shape sh = shape ? *shape : prob.shape();
+  return less(uniform(array(0.0f), array(1.0f), sh, float32, key, s), prob, s);
+}
+
+array randint(const array& low, const array& high, const Shape& shape, Dtype dtype,
+              const std::optional<array>& key, StreamOrDevice s) {
+  if (!is_integral(dtype) && dtype != bool_) {
+    throw std::invalid_argument("[randint] randint only accepts integer dtypes and bool (got " +
+                                dtype_name(dtype) + ").");
+  }
+  array u = uniform(astype(low, float32, s), astype(high, float32, s), shape, float32, key, s);
+  return astype(floor(u, s), dtype, s);
+}
+
+namespace {
+
+array standard_gumbel(const Shape& shape, Dtype dtype, const std::optional<array>& key,
+                      StreamOrDevice s) {
+  array u = uniform(array(0.0f), array(1.0f), shape, dtype, key, s);
+  return negative(log(negative(log(u, s), s), s), s);
+}
+
+} // namespace
+
+array gumbel(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
+  return standard_gumbel(shape, dtype, key, s);
+}
+
+array categorical(const array& logits, int axis, const std::optional<Shape>& shape,
+                  std::optional<int> num_samples, const std::optional<array>& key,
+                  StreamOrDevice s) {
+  if (shape && num_samples) {
+    throw std::invalid_argument(
+        "[categorical] At most one of shape or num_samples can be specified.");
+  }
+  int ax = normalize_axis(axis, logits.ndim(), "categorical");
+  Dtype d = is_floating_point(logits.dtype()) ? logits.dtype() : float32;
+  array l = astype(logits, d, s);
+  // The Gumbel-max trick: argmax(logits + Gumbel noise) samples the softmax.
+  if (num_samples) {
+    Shape sh = l.shape();
+    sh.push_back(*num_samples);
+    return argmax(add(expand_dims(l, -1, s), standard_gumbel(sh, d, key, s), s), ax, false, s);
+  }
+  if (shape) {
+    Shape sh = *shape;
+    int at = static_cast<int>(sh.size()) - l.ndim() + 1 + ax;
+    if (at < 0 || at > static_cast<int>(sh.size())) {
+      throw std::invalid_argument("[categorical] shape " + shape_to_string(*shape) +
+                                  " does not broadcast with the logits of shape " +
+                                  shape_to_string(logits.shape()) + ".");
+    }
+    sh.insert(sh.begin() + at, l.shape(ax));
+    return argmax(add(l, standard_gumbel(sh, d, key, s), s), at, false, s);
+  }
+  return argmax(add(l, standard_gumbel(l.shape(), d, key, s), s), ax, false, s);
+}
+
+array laplace(const Shape& shape, Dtype dtype, float loc, float scale,
+              const std::optional<array>& key, StreamOrDevice s) {
+  // Inverse CDF: loc - scale * sign(u - 1/2) * log(1 - 2 |u - 1/2|).
+  array u = uniform(array(0.0f), array(1.0f), shape, dtype, key, s);
+  array c = subtract(u, array(0.5, dtype), s);
+  array x = multiply(
+      sign(c, s), log(subtract(array(1.0, dtype), multiply(array(2.0, dtype), abs(c, s), s), s), s),
+      s);
+  return add(multiply(x, array(scale, dtype), s), array(loc, dtype), s);
 }
 
 } // namespace loom::random

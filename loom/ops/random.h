@@ -25,4 +25,23 @@ array normal(const Shape& shape, Dtype dtype = float32, const array& loc = array
              const array& scale = array(1.0f), const std::optional<array>& key = std::nullopt,
              StreamOrDevice s = {});
 
+// --- Distributions built from uniform (the same draws as MLX for a key) ---
+
+// True with probability p (shape: that of p unless given).
+array bernoulli(const array& p, const std::optional<Shape>& shape = std::nullopt,
+                const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+// Integers in [low, high) of an integer (or bool) dtype.
+array randint(const array& low, const array& high, const Shape& shape, Dtype dtype = int32,
+              const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array gumbel(const Shape& shape, Dtype dtype = float32,
+             const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+// Category indices (uint32) from unnormalised log-probabilities along `axis`;
+// at most one of `shape` and `num_samples` may be given.
+array categorical(const array& logits, int axis = -1,
+                  const std::optional<Shape>& shape = std::nullopt,
+                  std::optional<int> num_samples = std::nullopt,
+                  const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array laplace(const Shape& shape, Dtype dtype = float32, float loc = 0.0f, float scale = 1.0f,
+              const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+
 } // namespace loom::random

@@ -10,7 +10,9 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/shape.h"
 #include "loom/primitives/reduce.h"
+#include "loom/primitives/softmax.h"
 
 namespace loom {
 
@@ -22,8 +24,7 @@ int reduction_axis(int axis, int ndim, const char* op) {
   int a = axis < 0 ? axis + ndim : axis;
   if (a < 0 || a >= ndim) {
     std::ostringstream msg;
-    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim
-        << " dimensions.";
+    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim << " dimensions.";
     throw std::out_of_range(msg.str());
   }
   return a;
@@ -37,8 +38,7 @@ std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, co
   for (int ax : axes) out.push_back(reduction_axis(ax, a.ndim(), op));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    throw std::invalid_argument(std::string("[") + op +
-                                "] Duplicate axes detected in reduction.");
+    throw std::invalid_argument(std::string("[") + op + "] Duplicate axes detected in reduction.");
   }
   return out;
 }
@@ -217,6 +217,98 @@ array all(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 }
 array any(const array& a, int axis, bool keepdims, StreamOrDevice s) {
   return any(a, std::vector<int>{axis}, keepdims, s);
+}
+
+// --- composites ---
+
+namespace {
+
+// Integers and bool compute in float32 (as unsigned values they would wrap
+// in a - max(a)).
+array to_inexact(const array& a, StreamOrDevice s) {
+  return is_inexact(a.dtype()) ? a : astype(a, float32, s);
+}
+
+} // namespace
+
+array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  auto ax = reduction_axes(a, axes, "logsumexp");
+  if (a.size() == 0) throw std::invalid_argument("[logsumexp] Received empty array.");
+  array x = to_inexact(a, s);
+  if (ax.empty()) return x;
+  // Over the last axis of a real input: one fused node (as MLX).
+  if (ax.size() == 1 && ax[0] == x.ndim() - 1 && is_floating_point(x.dtype())) {
+    array out = make_logsumexp(x, to_stream(s));
+    return keepdims ? expand_dims(out, -1, s) : out;
+  }
+  // Shifting by the (gradient-free) maximum keeps exp finite; an infinite
+  // maximum would give inf - inf, so such slices shift by zero.
+  array m = stop_gradient(max(x, ax, true, s), s);
+  m = where(isinf(m, s), zeros({}, m.dtype(), s), m, s);
+  // log(sum) = log1p(sum - 1), with the 1 of each maximal element taken out
+  // before summing (exp(0) - 1 is exactly 0) and the count of extra maxima
+  // added back: log(1 + 7e-4) keeps its low digits. The gradient of each
+  // element is still exp(x - m) / sum.
+  array at_max = astype(equal(x, m, s), x.dtype(), s);
+  array rest = sum(subtract(exp(subtract(x, m, s), s), at_max, s), ax, true, s);
+  array extra = subtract(sum(at_max, ax, true, s), array(1.0, x.dtype()), s);
+  array out = add(log1p(add(rest, extra, s), s), m, s);
+  return keepdims ? out : squeeze(out, ax, s);
+}
+array logsumexp(const array& a, bool keepdims, StreamOrDevice s) {
+  return logsumexp(a, all_axes(a), keepdims, s);
+}
+
+array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s) {
+  auto ax = reduction_axes(a, axes, "softmax");
+  array in = to_inexact(a, s);
+  // Nothing to normalise: no max to take either.
+  if (in.size() == 0) return in;
+  // Over the last axis of a real input: one fused node (as MLX).
+  if (ax.size() == 1 && ax[0] == in.ndim() - 1 && is_floating_point(in.dtype())) {
+    return make_softmax(in, precise, to_stream(s));
+  }
+  bool low = in.dtype() == float16 || in.dtype() == bfloat16;
+  array x = precise && low ? astype(in, float32, s) : in;
+  array m = stop_gradient(max(x, ax, true, s), s);
+  array e = exp(subtract(x, m, s), s);
+  array out = divide(e, sum(e, ax, true, s), s);
+  return precise && low ? astype(out, in.dtype(), s) : out;
+}
+array softmax(const array& a, bool precise, StreamOrDevice s) {
+  return softmax(a, all_axes(a), precise, s);
+}
+
+array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
+  auto ax = reduction_axes(a, axes, "var");
+  array x = to_inexact(a, s);
+  array centered = subtract(x, mean(x, ax, true, s), s);
+  // |z|^2 for complex: the variance is real.
+  array sq = is_complex(x.dtype()) ? square(abs(centered, s), s) : square(centered, s);
+  double n = 1;
+  for (int v : ax) n *= a.shape(v);
+  return divide(sum(sq, ax, keepdims, s), array(std::max(n - ddof, 0.0), sq.dtype()), s);
+}
+array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
+  return var(a, all_axes(a), keepdims, ddof, s);
+}
+
+array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
+  return sqrt(var(a, axes, keepdims, ddof, s), s);
+}
+array std(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
+  return sqrt(var(a, keepdims, ddof, s), s);
+}
+
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  auto ax = reduction_axes(a, axes, "count_nonzero");
+  array nz = not_equal(a, zeros({}, a.dtype(), s), s);
+  // A sum over no axes is its input: the count of each element, as int32.
+  if (ax.empty()) return astype(nz, int32, s);
+  return sum(nz, ax, keepdims, s);
+}
+array count_nonzero(const array& a, bool keepdims, StreamOrDevice s) {
+  return count_nonzero(a, all_axes(a), keepdims, s);
 }
 
 } // namespace loom

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "loom/ops/creation.h"
+#include "loom/ops/elementwise.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/indexing.h"
 #include "loom/primitives/shape.h"
@@ -359,6 +360,278 @@ std::vector<array> split(const array& a, int num_splits, int axis, StreamOrDevic
   Shape indices;
   for (int i = 1; i < num_splits; ++i) indices.push_back(i * (dim / num_splits));
   return split(a, indices, ax, s);
+}
+
+// --- composites ---
+
+namespace {
+
+// a[lo:hi] along one axis.
+array take_range(const array& a, int axis, int lo, int hi, StreamOrDevice s) {
+  Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
+  start[axis] = lo;
+  stop[axis] = hi;
+  return slice(a, start, stop, step, s);
+}
+
+array roll_axis(const array& a, int shift, int axis, StreamOrDevice s) {
+  int n = a.shape(axis);
+  if (n == 0) return a;
+  int k = ((shift % n) + n) % n;
+  if (k == 0) return a;
+  // The last k elements move to the front.
+  return concatenate({take_range(a, axis, n - k, n, s), take_range(a, axis, 0, n - k, s)}, axis, s);
+}
+
+array pad_axis(const array& a, int ax, int before, int after, const std::string& mode,
+               const array& value, StreamOrDevice s) {
+  if (before == 0 && after == 0) return a;
+  int n = a.shape(ax);
+  auto edge_part = [&](int count, bool front) {
+    Shape shape = a.shape();
+    shape[ax] = count;
+    if (mode == "constant") return full(shape, value, a.dtype(), s);
+    if (n == 0) {
+      throw std::invalid_argument("[pad] Cannot pad an empty axis with mode " + mode + ".");
+    }
+    if (mode == "edge") {
+      array e = front ? take_range(a, ax, 0, 1, s) : take_range(a, ax, n - 1, n, s);
+      return broadcast_to(e, shape, s);
+    }
+    // reflect excludes the edge element, symmetric repeats it.
+    int skip = mode == "reflect" ? 1 : 0;
+    if (count + skip > n) {
+      throw std::invalid_argument("[pad] Padding of " + std::to_string(count) + " with mode " +
+                                  mode + " needs a larger axis (size " + std::to_string(n) + ").");
+    }
+    array piece = front ? take_range(a, ax, skip, skip + count, s)
+                        : take_range(a, ax, n - skip - count, n - skip, s);
+    return flip(piece, {ax}, s);
+  };
+  std::vector<array> parts;
+  if (before > 0) parts.push_back(edge_part(before, true));
+  parts.push_back(a);
+  if (after > 0) parts.push_back(edge_part(after, false));
+  return concatenate(parts, ax, s);
+}
+
+} // namespace
+
+array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
+  for (int ax : checked_axes(axes, a.ndim(), "flip")) {
+    start[ax] = a.shape(ax) - 1;
+    stop[ax] = -1;
+    step[ax] = -1;
+  }
+  return slice(a, start, stop, step, s);
+}
+array flip(const array& a, StreamOrDevice s) {
+  std::vector<int> axes(a.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  return flip(a, axes, s);
+}
+
+array roll(const array& a, const std::vector<int>& shifts_in, const std::vector<int>& axes,
+           StreamOrDevice s) {
+  std::vector<int> shifts = shifts_in;
+  if (shifts.size() == 1 && axes.size() > 1) shifts.assign(axes.size(), shifts[0]);
+  if (shifts.size() != axes.size()) {
+    throw std::invalid_argument("[roll] shift and axis must have the same length (got " +
+                                std::to_string(shifts.size()) + " and " +
+                                std::to_string(axes.size()) + ").");
+  }
+  array out = a;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    out = roll_axis(out, shifts[i], normalize_axis(axes[i], a.ndim(), "roll"), s);
+  }
+  return out;
+}
+array roll(const array& a, int shift, StreamOrDevice s) {
+  return reshape(roll_axis(reshape(a, {-1}, s), shift, 0, s), a.shape(), s);
+}
+
+array pad(const array& a, const std::vector<std::pair<int, int>>& widths, const array& value,
+          const std::string& mode, StreamOrDevice s) {
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "symmetric") {
+    throw std::invalid_argument("Invalid padding mode (" + mode + ") passed to pad");
+  }
+  if (static_cast<int>(widths.size()) != a.ndim()) {
+    throw std::invalid_argument("[pad] Invalid number of pad_width axes: expected " +
+                                std::to_string(a.ndim()) + " but got " +
+                                std::to_string(widths.size()) + ".");
+  }
+  array out = a;
+  for (int ax = 0; ax < a.ndim(); ++ax) {
+    auto [before, after] = widths[ax];
+    if (before < 0 || after < 0) {
+      throw std::invalid_argument("[pad] Padding widths must be non-negative.");
+    }
+    out = pad_axis(out, ax, before, after, mode, value, s);
+  }
+  return out;
+}
+
+array tile(const array& a, std::vector<int> reps, StreamOrDevice s) {
+  for (int r : reps) {
+    if (r < 0) throw std::invalid_argument("[tile] Negative repetitions are not allowed.");
+  }
+  int nd = std::max<int>(a.ndim(), static_cast<int>(reps.size()));
+  reps.insert(reps.begin(), nd - reps.size(), 1);
+  Shape in(nd - a.ndim(), 1);
+  in.insert(in.end(), a.shape().begin(), a.shape().end());
+  // View as (1, d0, 1, d1, ...), broadcast to (r0, d0, r1, d1, ...), merge pairs.
+  Shape inter, target, out;
+  for (int i = 0; i < nd; ++i) {
+    inter.insert(inter.end(), {1, in[i]});
+    target.insert(target.end(), {reps[i], in[i]});
+    out.push_back(reps[i] * in[i]);
+  }
+  return reshape(broadcast_to(reshape(a, inter, s), target, s), out, s);
+}
+
+array repeat(const array& a, int repeats, int axis, StreamOrDevice s) {
+  if (repeats < 0) throw std::invalid_argument("[repeat] Number of repeats cannot be negative");
+  int ax = normalize_axis(axis, a.ndim(), "repeat");
+  array e = expand_dims(a, ax + 1, s);
+  Shape target = e.shape();
+  target[ax + 1] = repeats;
+  Shape out = a.shape();
+  out[ax] *= repeats;
+  return reshape(broadcast_to(e, target, s), out, s);
+}
+array repeat(const array& a, int repeats, StreamOrDevice s) {
+  return repeat(reshape(a, {-1}, s), repeats, 0, s);
+}
+
+namespace {
+
+array triangle(const array& a, int k, bool upper, StreamOrDevice s) {
+  if (a.ndim() < 2) {
+    throw std::invalid_argument(std::string("[") + (upper ? "triu" : "tril") +
+                                "] array must be at least 2-D (got shape " +
+                                shape_to_string(a.shape()) + ").");
+  }
+  int n = a.shape(-2), m = a.shape(-1);
+  array mask = upper ? logical_not(tri(n, m, k - 1, bool_, s), s) : tri(n, m, k, bool_, s);
+  return where(mask, a, zeros({}, a.dtype(), s), s);
+}
+
+} // namespace
+
+array tril(const array& a, int k, StreamOrDevice s) { return triangle(a, k, false, s); }
+array triu(const array& a, int k, StreamOrDevice s) { return triangle(a, k, true, s); }
+
+array atleast_1d(const array& a, StreamOrDevice s) {
+  return a.ndim() >= 1 ? a : reshape(a, {1}, s);
+}
+array atleast_2d(const array& a, StreamOrDevice s) {
+  if (a.ndim() >= 2) return a;
+  return a.ndim() == 0 ? reshape(a, {1, 1}, s) : expand_dims(a, 0, s);
+}
+array atleast_3d(const array& a, StreamOrDevice s) {
+  // (1, 1, 1), (1, N, 1), (M, N, 1)
+  if (a.ndim() >= 3) return a;
+  if (a.ndim() == 0) return reshape(a, {1, 1, 1}, s);
+  if (a.ndim() == 1) return reshape(a, {1, a.shape(0), 1}, s);
+  return expand_dims(a, 2, s);
+}
+
+std::vector<array> unstack(const array& a, int axis, StreamOrDevice s) {
+  int ax = normalize_axis(axis, a.ndim(), "unstack");
+  int n = a.shape(ax);
+  std::vector<array> parts;
+  if (n == 0) return parts;
+  parts = n == 1 ? std::vector<array>{a} : split(a, n, ax, s);
+  for (auto& p : parts) p = squeeze(p, std::vector<int>{ax}, s);
+  return parts;
+}
+
+array unflatten(const array& a, int axis, const Shape& shape, StreamOrDevice s) {
+  int ax = normalize_axis(axis, a.ndim(), "unflatten");
+  if (shape.empty()) {
+    throw std::invalid_argument("[unflatten] The shape to unflatten to must not be empty.");
+  }
+  // The -1 is resolved here: reshape cannot infer it when the axis is empty.
+  int inferred = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (inferred >= 0) {
+        throw std::invalid_argument("[unflatten] Only one dimension can be inferred (-1).");
+      }
+      inferred = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw std::invalid_argument("[unflatten] Invalid dimension " + std::to_string(shape[i]) +
+                                  " in shape " + shape_to_string(shape) + ".");
+    } else {
+      known *= shape[i];
+    }
+  }
+  Shape sub = shape;
+  int dim = a.shape(ax);
+  if (inferred >= 0) {
+    if (known == 0) {
+      throw std::invalid_argument("[unflatten] Cannot infer the -1 of shape " +
+                                  shape_to_string(shape) + " beside a zero dimension.");
+    }
+    if (dim % known != 0) {
+      throw std::invalid_argument("[unflatten] Cannot unflatten axis " + std::to_string(axis) +
+                                  " of size " + std::to_string(dim) + " into shape " +
+                                  shape_to_string(shape) + ".");
+    }
+    sub[inferred] = static_cast<int32_t>(dim / known);
+  } else if (known != dim) {
+    throw std::invalid_argument("[unflatten] Cannot unflatten axis " + std::to_string(axis) +
+                                " of size " + std::to_string(dim) + " into shape " +
+                                shape_to_string(shape) + ".");
+  }
+  Shape out(a.shape().begin(), a.shape().begin() + ax);
+  out.insert(out.end(), sub.begin(), sub.end());
+  out.insert(out.end(), a.shape().begin() + ax + 1, a.shape().end());
+  return reshape(a, out, s);
+}
+
+array diff(const array& a, int n, int axis, StreamOrDevice s) {
+  if (n < 0) {
+    throw std::invalid_argument("[diff] Order must be non-negative but got " + std::to_string(n) +
+                                ".");
+  }
+  int ax = normalize_axis(axis, a.ndim(), "diff");
+  array out = a;
+  for (int i = 0; i < n && out.shape(ax) > 0; ++i) {
+    int len = out.shape(ax);
+    out = subtract(take_range(out, ax, 1, len, s), take_range(out, ax, 0, len - 1, s), s);
+  }
+  return out;
+}
+
+std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse,
+                            const std::string& indexing, StreamOrDevice s) {
+  if (indexing != "xy" && indexing != "ij") {
+    throw std::invalid_argument(
+        "[meshgrid] Invalid indexing value. Valid values are 'xy' and 'ij'.");
+  }
+  int n = static_cast<int>(arrays.size());
+  std::vector<array> out;
+  for (int i = 0; i < n; ++i) {
+    array flat = reshape(arrays[i], {-1}, s);
+    Shape shape(n, 1);
+    // Cartesian indexing swaps the first two axes.
+    int pos = indexing == "xy" && n >= 2 && i < 2 ? 1 - i : i;
+    shape[pos] = flat.shape(0);
+    out.push_back(reshape(flat, shape, s));
+  }
+  return sparse ? out : broadcast_arrays(out, s);
+}
+
+array matrix_transpose(const array& a, StreamOrDevice s) {
+  if (a.ndim() < 2) {
+    throw std::invalid_argument(
+        "[matrix_transpose] Input array must have at least 2 dimensions (got shape " +
+        shape_to_string(a.shape()) + ").");
+  }
+  return swapaxes(a, -1, -2, s);
 }
 
 } // namespace loom

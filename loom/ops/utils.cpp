@@ -32,8 +32,7 @@ int normalize_axis(int axis, int ndim, const char* op) {
   int a = axis < 0 ? axis + ndim : axis;
   if (a < 0 || a >= ndim) {
     std::ostringstream msg;
-    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim
-        << " dimensions.";
+    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim << " dimensions.";
     throw std::out_of_range(msg.str());
   }
   return a;

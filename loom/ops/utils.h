@@ -17,5 +17,4 @@ Shape broadcast_shapes(const std::vector<Shape>& shapes);
 int normalize_axis(int axis, int ndim, const char* op);
 std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op);
 
-
 } // namespace loom

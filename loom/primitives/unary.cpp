@@ -47,8 +47,14 @@ array chain_rule(UnaryOp op, const array& x, const array& out, const array& g, b
       return multiply(g, d(cos(x, s)), s);
     case UnaryOp::Cos:
       return multiply(g, d(negative(sin(x, s), s)), s);
-    case UnaryOp::Tanh:
-      return multiply(g, d(subtract(array(1.0, dt), square(out, s), s)), s);
+    case UnaryOp::Tanh: {
+      if (is_complex(dt)) return multiply(g, d(subtract(array(1.0, dt), square(out, s), s)), s);
+      // sech^2 x = 4e / (1 + e)^2 with e = exp(-2|x|): 1 - tanh^2 x cancels
+      // for large |x| (relative error 8e-4 at |x| = 6, 0 at |x| = 12).
+      array e = exp(multiply(abs(x, s), array(-2.0, dt), s), s);
+      return multiply(
+          g, divide(multiply(e, array(4.0, dt), s), square(add(array(1.0, dt), e, s), s), s), s);
+    }
     case UnaryOp::Erf: {
       const double two_over_sqrt_pi = 2.0 / std::sqrt(M_PI);
       array e = exp(negative(square(x, s), s), s);

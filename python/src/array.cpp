@@ -547,7 +547,17 @@ void init_array(nb::module_& m) {
   LOOM_UNARY_METHOD(sin);
   LOOM_UNARY_METHOD(sqrt);
   LOOM_UNARY_METHOD(square);
+  LOOM_UNARY_METHOD(log2);
+  LOOM_UNARY_METHOD(log10);
+  LOOM_UNARY_METHOD(log1p);
 #undef LOOM_UNARY_METHOD
+  cls.def(
+      "conj", [](const array& a, const StreamArg& s) { return conjugate(a, s); }, nb::kw_only(),
+      stream_arg(), "See :func:`conj`.");
+  cls.def(
+      "round",
+      [](const array& a, int decimals, const StreamArg& s) { return round(a, decimals, s); },
+      nb::arg("decimals") = 0, nb::kw_only(), stream_arg(), "See :func:`round`.");
 
 #define LOOM_REDUCTION_METHOD(NAME)                                                           \
   cls.def(                                                                                    \
@@ -580,26 +590,21 @@ void init_array(nb::module_& m) {
   LOOM_ARG_REDUCTION_METHOD(argmin);
 #undef LOOM_ARG_REDUCTION_METHOD
 
-  auto all_axes_of = [](const array& a, const Axis& axis) {
-    if (axis) return to_axes(*axis);
-    std::vector<int> axes(a.ndim());
-    for (int i = 0; i < a.ndim(); ++i) axes[i] = i;
-    return axes;
-  };
   cls.def(
       "logsumexp",
-      [all_axes_of](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {
-        return logsumexp_op(a, all_axes_of(a, axis), keepdims, s);
+      [](const array& a, const Axis& axis, bool keepdims, const StreamArg& s) {
+        return axis ? logsumexp(a, to_axes(*axis), keepdims, s) : logsumexp(a, keepdims, s);
       },
       nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(), stream_arg(),
       "See :func:`logsumexp`.");
   for (bool root : {false, true}) {
     cls.def(
         root ? "std" : "var",
-        [all_axes_of, root](const array& a, const Axis& axis, bool keepdims, int ddof,
-                            std::optional<int> correction, const StreamArg& s) {
-          array v = var_op(a, all_axes_of(a, axis), keepdims, correction.value_or(ddof), s);
-          return root ? sqrt(v, s) : v;
+        [root](const array& a, const Axis& axis, bool keepdims, int ddof,
+               std::optional<int> correction, const StreamArg& s) {
+          int d = correction.value_or(ddof);
+          if (root) return axis ? std(a, to_axes(*axis), keepdims, d, s) : std(a, keepdims, d, s);
+          return axis ? var(a, to_axes(*axis), keepdims, d, s) : var(a, keepdims, d, s);
         },
         nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::arg("ddof") = 0,
         nb::kw_only(), nb::arg("correction").none() = nb::none(), stream_arg(),

@@ -168,10 +168,15 @@ void init_dtypes(nb::module_& m) {
       [](nb::args args) {
         std::optional<Dtype> out;
         for (auto h : args) {
+          if (!nb::isinstance<Dtype>(h) && !is_array(h)) {
+            throw std::invalid_argument("[result_type] Inputs must be arrays or dtypes (got " +
+                                        python_type_name(h) + ").");
+          }
           Dtype d = nb::isinstance<Dtype>(h) ? nb::cast<Dtype>(h) : as_array(h).dtype();
           out = out ? promote_types(*out, d) : d;
         }
-        if (!out) throw std::invalid_argument("[result_type] At least one input is required.");
+        if (!out)
+          throw std::invalid_argument("[result_type] At least one array or dtype is required.");
         return *out;
       },
       nb::sig("def result_type(*arrays_and_dtypes: array | Dtype) -> Dtype"),
@@ -183,6 +188,10 @@ void init_dtypes(nb::module_& m) {
   m.def(
       "can_cast",
       [](nb::handle from, const Dtype& to) {
+        if (!nb::isinstance<Dtype>(from) && !is_array(from)) {
+          throw std::invalid_argument("[can_cast] `from_` must be an array or a dtype (got " +
+                                      python_type_name(from) + ").");
+        }
         Dtype f = nb::isinstance<Dtype>(from) ? nb::cast<Dtype>(from) : as_array(from).dtype();
         return promote_types(f, to) == to;
       },

@@ -62,6 +62,32 @@ void def_binary(nb::module_& m, const char* name, BinaryFn fn, const char* summa
       doc.c_str());
 }
 
+// Logical ops read Python scalars by their truth value (logical_and(uint8
+// array, 300) is valid: 300 need not fit the array's dtype).
+void def_logical(nb::module_& m, const char* name, BinaryFn fn, const char* summary,
+                 const char* sig_args) {
+  std::string sig =
+      std::string("def ") + name + "(" + sig_args + ", stream: StreamOrDevice = None) -> array";
+  std::string doc = binary_doc(summary);
+  m.def(
+      name,
+      [fn](const ScalarOrArray& a, const ScalarOrArray& b, const StreamArg& s) {
+        auto truth = [](nb::handle h) -> std::optional<array> {
+          if (PyBool_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyFloat_Check(h.ptr()) ||
+              PyComplex_Check(h.ptr())) {
+            return array(PyObject_IsTrue(h.ptr()) == 1);
+          }
+          return std::nullopt;
+        };
+        auto ta = truth(a.obj), tb = truth(b.obj);
+        array x = ta ? *ta : to_array(a.obj);
+        array y = tb ? *tb : to_array(b.obj);
+        return fn(x, y, s);
+      },
+      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(), nb::sig(sig.c_str()),
+      doc.c_str());
+}
+
 using Axis = std::optional<IntOrInts>;
 
 template <typename AxesFn, typename AllFn>
@@ -138,12 +164,9 @@ array arange_impl(nb::handle start_h, nb::handle stop_h, nb::handle step_h,
   Number step =
       step_h.is_valid() && !step_h.is_none() ? read_number(step_h) : Number{1.0, false, false};
   if (step.value == 0) throw std::invalid_argument("[arange] step must be nonzero.");
-  Dtype d = start.needs_int64 || stop.needs_int64 || step.needs_int64 ? int64 : int32;
-  if (dtype) {
-    d = *dtype;
-  } else if (start.is_float || stop.is_float || step.is_float) {
-    d = float32;
-  }
+  Dtype d = dtype ? *dtype
+                  : arange_dtype(start.is_float || stop.is_float || step.is_float,
+                                 start.needs_int64 || stop.needs_int64 || step.needs_int64);
   return arange(start.value, stop.value, step.value, d, s);
 }
 
@@ -192,10 +215,7 @@ void init_ops(nb::module_& m) {
 
   m.def(
       "isfinite",
-      [](const ScalarOrArray& a, const StreamArg& s) {
-        array x = to_array(a.obj);
-        return logical_not(logical_or(isnan(x, s), isinf(x, s), s), s);
-      },
+      [](const ScalarOrArray& a, const StreamArg& s) { return isfinite(to_array(a.obj), s); },
       nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def isfinite(a: array, stream: StreamOrDevice = None) -> array"),
       unary_doc("Which elements are neither infinite nor NaN.").c_str());
@@ -222,10 +242,12 @@ void init_ops(nb::module_& m) {
   def_binary(m, "less_equal", LOOM_BINARY_FN(less_equal), "Element-wise ``a <= b``.");
   def_binary(m, "greater", LOOM_BINARY_FN(greater), "Element-wise ``a > b``.");
   def_binary(m, "greater_equal", LOOM_BINARY_FN(greater_equal), "Element-wise ``a >= b``.");
-  def_binary(m, "logical_and", LOOM_BINARY_FN(logical_and), "Element-wise logical and.",
-             "a: array, b: array, /, *");
-  def_binary(m, "logical_or", LOOM_BINARY_FN(logical_or), "Element-wise logical or.",
-             "a: array, b: array, /, *");
+  def_logical(m, "logical_and", LOOM_BINARY_FN(logical_and), "Element-wise logical and.",
+              "a: array, b: array, /, *");
+  def_logical(m, "logical_or", LOOM_BINARY_FN(logical_or), "Element-wise logical or.",
+              "a: array, b: array, /, *");
+  def_logical(m, "logical_xor", LOOM_BINARY_FN(logical_xor), "Element-wise logical xor.",
+              "a: scalar | array, b: scalar | array, /, *");
   def_binary(m, "bitwise_and", LOOM_BINARY_FN(bitwise_and),
              "Element-wise bitwise and of integers or booleans.");
   def_binary(m, "bitwise_or", LOOM_BINARY_FN(bitwise_or),
@@ -239,18 +261,6 @@ void init_ops(nb::module_& m) {
   m.attr("pow") = m.attr("power");
   m.attr("bitwise_left_shift") = m.attr("left_shift");
   m.attr("bitwise_right_shift") = m.attr("right_shift");
-
-  m.def(
-      "logical_xor",
-      [](const ScalarOrArray& a, const ScalarOrArray& b, const StreamArg& s) {
-        auto [x, y] = to_arrays(a.obj, b.obj);
-        return not_equal(astype(x, bool_, s), astype(y, bool_, s), s);
-      },
-      nb::arg(), nb::arg(), nb::kw_only(), nb::arg("stream") = nb::none(),
-      nb::sig(
-          "def logical_xor(a: scalar | array, b: scalar | array, /, *, stream: StreamOrDevice = "
-          "None) -> array"),
-      binary_doc("Element-wise logical xor.").c_str());
 
   m.def(
       "where",
@@ -445,7 +455,7 @@ void init_ops(nb::module_& m) {
         Dtype d = dtype.value_or(a.dtype());
         return full(a.shape(), to_array(vals.obj, d), d, s);
       },
-      nb::arg("a"), nb::arg("vals"), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
+      nb::arg(), nb::arg("vals"), nb::arg("dtype").none() = nb::none(), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def full_like(a: array, vals: scalar | array, dtype: Dtype | None = None, *, "
               "stream: StreamOrDevice = None) -> array"),
@@ -491,12 +501,7 @@ void init_ops(nb::module_& m) {
       "linspace",
       [](double start, double stop, int num, bool endpoint, std::optional<Dtype> dtype,
          const StreamArg& s) {
-        if (num < 0) {
-          throw std::invalid_argument("[linspace] number of samples, " + std::to_string(num) +
-                                      ", must be non-negative.");
-        }
-        if (!endpoint && num > 0) stop = start + (stop - start) * (num - 1) / num;
-        return linspace(start, stop, num, dtype.value_or(float32), s);
+        return linspace(start, stop, num, endpoint, dtype.value_or(float32), s);
       },
       nb::arg("start"), nb::arg("stop"), nb::arg("num").none() = 50, nb::arg("endpoint") = true,
       nb::arg("dtype").none() = float32, nb::arg("stream") = nb::none(),

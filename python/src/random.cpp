@@ -124,9 +124,9 @@ void init_random(nb::module_& parent) {
       "bernoulli",
       [](const ScalarOrArray& p, const std::optional<std::vector<int>>& shape,
          const std::optional<array>& key, const StreamArg& s) {
-        array prob = to_array(p.obj, float32);
-        Shape sh = shape ? Shape(shape->begin(), shape->end()) : prob.shape();
-        return less(random::uniform(array(0.0f), array(1.0f), sh, float32, key, s), prob, s);
+        std::optional<Shape> sh;
+        if (shape) sh = Shape(shape->begin(), shape->end());
+        return random::bernoulli(to_array(p.obj, float32), sh, key, s);
       },
       nb::arg("p") = 0.5, nb::arg("shape").none() = nb::none(), nb::arg("key").none() = nb::none(),
       nb::arg("stream") = nb::none(),
@@ -143,13 +143,8 @@ void init_random(nb::module_& parent) {
       "randint",
       [](const ScalarOrArray& low, const ScalarOrArray& high, const std::vector<int>& shape,
          std::optional<Dtype> dtype, const std::optional<array>& key, const StreamArg& s) {
-        Dtype d = dtype.value_or(int32);
-        if (!is_integral(d) && d != bool_) {
-          throw std::invalid_argument("[randint] randint only accepts integer dtypes and bool.");
-        }
-        array u = random::uniform(to_array(low.obj, float32), to_array(high.obj, float32),
-                                  Shape(shape.begin(), shape.end()), float32, key, s);
-        return astype(floor(u, s), d, s);
+        return random::randint(to_array(low.obj, float32), to_array(high.obj, float32),
+                               Shape(shape.begin(), shape.end()), dtype.value_or(int32), key, s);
       },
       nb::arg("low"), nb::arg("high"), nb::arg("shape") = std::vector<int>{},
       nb::arg("dtype").none() = int32, nb::arg("key").none() = nb::none(),
@@ -170,10 +165,7 @@ void init_random(nb::module_& parent) {
       "gumbel",
       [](const std::vector<int>& shape, std::optional<Dtype> dtype, const std::optional<array>& key,
          const StreamArg& s) {
-        Dtype d = dtype.value_or(float32);
-        array u =
-            random::uniform(array(0.0f), array(1.0f), Shape(shape.begin(), shape.end()), d, key, s);
-        return negative(log(negative(log(u, s), s), s), s);
+        return random::gumbel(Shape(shape.begin(), shape.end()), dtype.value_or(float32), key, s);
       },
       nb::arg("shape") = std::vector<int>{}, nb::arg("dtype").none() = float32,
       nb::arg("key").none() = nb::none(), nb::arg("stream") = nb::none(),
@@ -185,30 +177,9 @@ void init_random(nb::module_& parent) {
       "categorical",
       [](const array& logits, int axis, const std::optional<std::vector<int>>& shape,
          std::optional<int> num_samples, const std::optional<array>& key, const StreamArg& s) {
-        if (shape && num_samples) {
-          throw std::invalid_argument(
-              "[categorical] At most one of shape or num_samples can be specified.");
-        }
-        int ax = normalize_axis(axis, logits.ndim(), "categorical");
-        auto noise = [&](const Shape& sh) {
-          array u = random::uniform(array(0.0f), array(1.0f), sh, logits.dtype(), key, s);
-          return negative(log(negative(log(u, s), s), s), s);
-        };
-        if (num_samples) {
-          Shape sh = logits.shape();
-          sh.push_back(*num_samples);
-          return argmax(add(expand_dims(logits, -1, s), noise(sh), s), ax, false, s);
-        }
-        if (shape) {
-          Shape sh(shape->begin(), shape->end());
-          int at = static_cast<int>(sh.size()) - logits.ndim() + 1 + ax;
-          if (at < 0 || at > static_cast<int>(sh.size())) {
-            throw std::invalid_argument("[categorical] shape does not broadcast with the logits.");
-          }
-          sh.insert(sh.begin() + at, logits.shape(ax));
-          return argmax(add(logits, noise(sh), s), at, false, s);
-        }
-        return argmax(add(logits, noise(logits.shape()), s), ax, false, s);
+        std::optional<Shape> sh;
+        if (shape) sh = Shape(shape->begin(), shape->end());
+        return random::categorical(logits, axis, sh, num_samples, key, s);
       },
       nb::arg("logits"), nb::arg("axis") = -1, nb::arg("shape").none() = nb::none(),
       nb::arg("num_samples").none() = nb::none(), nb::arg("key").none() = nb::none(),
@@ -230,14 +201,8 @@ void init_random(nb::module_& parent) {
       "laplace",
       [](const std::vector<int>& shape, std::optional<Dtype> dtype, float loc, float scale,
          const std::optional<array>& key, const StreamArg& s) {
-        Dtype d = dtype.value_or(float32);
-        array u =
-            random::uniform(array(0.0f), array(1.0f), Shape(shape.begin(), shape.end()), d, key, s);
-        array c = subtract(u, array(0.5, d), s);
-        array x =
-            multiply(sign(c, s),
-                     log(subtract(array(1.0, d), multiply(array(2.0, d), abs(c, s), s), s), s), s);
-        return add(multiply(x, array(scale, d), s), array(loc, d), s);
+        return random::laplace(Shape(shape.begin(), shape.end()), dtype.value_or(float32), loc,
+                               scale, key, s);
       },
       nb::arg("shape") = std::vector<int>{}, nb::arg("dtype").none() = float32,
       nb::arg("loc") = 0.0f, nb::arg("scale") = 1.0f, nb::arg("key").none() = nb::none(),

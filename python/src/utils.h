@@ -122,11 +122,6 @@ void init_random(nb::module_& m);
 array get_item(const array& a, nb::handle index);
 void set_item(array& a, nb::handle index, nb::handle value);
 
-// Composite ops shared by functions and methods (composites.cpp).
-array logsumexp_op(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s);
-array var_op(const array& a, const std::vector<int>& axes, bool keepdims, int ddof,
-             StreamOrDevice s);
-
 // The Python handle of the `loom.core` module (for __array_namespace__).
 nb::module_ core_module();
 

@@ -100,6 +100,20 @@ static void linspace_f32(float* dst, size_t n, float start, float stop) {
     }
   });
 }
+// float64 output is computed in double, the same way.
+static void linspace_f64(double* dst, size_t n, double start, double stop) {
+  if (n == 1) {
+    dst[0] = start;
+    return;
+  }
+  const double denom = static_cast<double>(n - 1);
+  cpu::parallel_for(n, kGrain, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      double t = static_cast<double>(i) / denom;
+      dst[i] = (1.0 - t) * start + t * stop;
+    }
+  });
+}
 #pragma GCC pop_options
 
 void Linspace::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) {
@@ -107,6 +121,10 @@ void Linspace::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) 
   out.set_data(allocator::allocate(out.nbytes()));
   const size_t n = out.size();
   if (n == 0) return;
+  if (out.dtype() == float64) {
+    linspace_f64(out.data<double>(), n, start_, stop_);
+    return;
+  }
   const float start = static_cast<float>(start_);
   const float stop = static_cast<float>(stop_);
   if (out.dtype() == float32) {
