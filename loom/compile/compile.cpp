@@ -55,6 +55,14 @@ struct TraceDepth {
   ~TraceDepth() { --t_compile_depth; }
 };
 
+// Placeholders of the shapeless trace running on this thread, and which of
+// them had their shape read by Python.
+struct ShapeReads {
+  std::unordered_map<const ArrayDesc*, size_t> index;
+  std::vector<char> read;
+};
+thread_local ShapeReads* t_shape_reads = nullptr;
+
 // Retraces of one function caused by one component before the churn warning.
 constexpr size_t kChurnLimit = 8;
 
@@ -64,6 +72,8 @@ struct Entry {
   std::vector<Shape> shapes;
   std::vector<Dtype> dtypes;
   std::vector<Constant> constants;
+  // Under shapeless: inputs whose shape the trace read, so their shape keys.
+  std::vector<char> shape_keyed;
   std::shared_ptr<void> user_data;
   uint64_t last_use = 0;
   bool checked = false;
@@ -124,7 +134,8 @@ bool same_inputs(const Entry& e, const std::vector<array>& inputs, bool shapeles
   if (e.shapes.size() != inputs.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (e.shapes[i].size() != inputs[i].shape().size()) return false;
-    if (!shapeless && e.shapes[i] != inputs[i].shape()) return false;
+    bool keyed = !shapeless || (i < e.shape_keyed.size() && e.shape_keyed[i]);
+    if (keyed && e.shapes[i] != inputs[i].shape()) return false;
     if (e.dtypes[i] != inputs[i].dtype()) return false;
   }
   return true;
@@ -150,7 +161,8 @@ std::pair<std::string, std::string> mismatch(const Entry& e, Stream stream, bool
     if (e.shapes[i].size() != inputs[i].shape().size()) {
       return {"ndim" + pos, "the number of dimensions of array input " + pos + " changed"};
     }
-    if (!shapeless && e.shapes[i] != inputs[i].shape()) {
+    bool keyed = !shapeless || (i < e.shape_keyed.size() && e.shape_keyed[i]);
+    if (keyed && e.shapes[i] != inputs[i].shape()) {
       return {"shape" + pos, "the shape of array input " + pos +
                                  " changed (shapeless=True avoids retracing on shapes)"};
     }
@@ -244,6 +256,12 @@ void check_against_eager(const std::vector<array>& compiled, const ArrayFn& eage
 
 bool in_compile_trace() { return t_compile_depth > 0; }
 
+void note_shape_read(const array& a) {
+  if (!t_shape_reads) return;
+  auto it = t_shape_reads->index.find(a.id());
+  if (it != t_shape_reads->index.end()) t_shape_reads->read[it->second] = 1;
+}
+
 void set_warning_hook(WarningHook hook) { g_warning_hook = hook; }
 void warn(const std::string& message) {
   if (g_warning_hook) {
@@ -322,10 +340,45 @@ CallResult call(std::uintptr_t fun_id, const TraceFn& trace, const std::vector<a
     placeholders.reserve(inputs.size());
     for (auto& in : inputs) placeholders.push_back(make_placeholder(in.shape(), in.dtype()));
     std::vector<array> traced;
+    ShapeReads reads;
+    if (shapeless) {
+      for (size_t i = 0; i < placeholders.size(); ++i) reads.index.emplace(placeholders[i].id(), i);
+      reads.read.assign(placeholders.size(), 0);
+    }
     {
       TraceDepth depth;
-      traced = trace(placeholders, entry->user_data);
+      ShapeReads* saved = t_shape_reads;
+      t_shape_reads = shapeless ? &reads : nullptr;
+      try {
+        traced = trace(placeholders, entry->user_data);
+      } catch (...) {
+        t_shape_reads = saved;
+        throw;
+      }
+      t_shape_reads = saved;
     }
+    std::string shape_message;
+    if (shapeless) {
+      entry->shape_keyed = reads.read;
+      std::string which;
+      for (size_t i = 0; i < reads.read.size(); ++i) {
+        if (reads.read[i]) which += (which.empty() ? "" : ", ") + std::to_string(i);
+      }
+      if (!which.empty()) {
+        std::lock_guard<std::mutex> lock(c.mutex);
+        FunctionCache& f = c.functions[fun_id];
+        if (f.warned.insert("shape-read").second) {
+          std::string who = f.name.empty() ? "a compiled function" : "'" + f.name + "'";
+          shape_message =
+              "[compile] " + who + " (shapeless=True) read the shape of array input(s) " + which +
+              " while tracing. Python arithmetic on a shape is frozen into the trace, so Loom "
+              "makes those shapes part of the cache key: a call with another shape retraces "
+              "instead of silently reusing the traced value. Derive sizes from array "
+              "operations (flatten, reshape with -1, mx.sum of a mask) to stay shapeless.";
+        }
+      }
+    }
+    if (!shape_message.empty()) warn(shape_message);
     entry->raw = std::make_shared<Graph>(graph_from_trace(placeholders, traced));
     traced.clear();
     placeholders.clear();

@@ -91,5 +91,10 @@ void set_max_entries(size_t n);
 // Whether the calling thread is tracing a compiled function.
 bool in_compile_trace();
 
+// The bindings call this when Python reads an array's shape, size or len():
+// under shapeless=True, reading an input's shape while tracing makes that
+// input's shape part of the cache key (seed §9.3's silent failure).
+void note_shape_read(const array& a);
+
 } // namespace compile_detail
 } // namespace loom

@@ -13,7 +13,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from _backend import mx
+from _backend import IS_MLX, mx
 
 
 def close(a, b, tol=1e-5):
@@ -428,10 +428,17 @@ def test_seed_9_3_reshape_with_shape_arithmetic_raises():
         return x.reshape(x.shape[0] * x.shape[1], -1)
 
     compiled_fun = mx.compile(fun, shapeless=True)
-    compiled_fun(mx.random.uniform(shape=(2, 3, 4)))
-    with pytest.raises(ValueError):
-        out = compiled_fun(mx.random.uniform(shape=(5, 5, 3)))
-        mx.eval(out)
+    if IS_MLX:
+        compiled_fun(mx.random.uniform(shape=(2, 3, 4)))
+        with pytest.raises(ValueError):
+            out = compiled_fun(mx.random.uniform(shape=(5, 5, 3)))
+            mx.eval(out)
+        return
+    # Loom keys the shapes the trace read, warns once, and gets it right.
+    with pytest.warns(UserWarning, match=r"read the shape of array input"):
+        compiled_fun(mx.random.uniform(shape=(2, 3, 4)))
+    x = mx.random.uniform(shape=(5, 5, 3))
+    assert compiled_fun(x).shape == (25, 3)
 
 
 def test_seed_9_3_flatten_works():
