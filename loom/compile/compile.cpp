@@ -380,6 +380,7 @@ CallResult call(std::uintptr_t fun_id, const TraceFn& trace, const std::vector<a
     }
     if (!shape_message.empty()) warn(shape_message);
     entry->raw = std::make_shared<Graph>(graph_from_trace(placeholders, traced));
+    for (auto& k : entry->raw->constants) result.constant_ids.push_back(k.id());
     traced.clear();
     placeholders.clear();
     std::lock_guard<std::mutex> lock(c.mutex);

@@ -50,6 +50,8 @@ struct CallResult {
   // Whatever the tracer attached to the entry (the Python output tree).
   std::shared_ptr<void> user_data;
   bool traced = false;
+  // On a trace: the arrays the entry captured as constants.
+  std::vector<const ArrayDesc*> constant_ids;
 };
 
 // Called on a cache miss with one placeholder per input; returns the traced

@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <functional>
 #include <sstream>
 
@@ -115,12 +116,90 @@ void assign_state(nb::handle tree, const std::vector<array>& values, size_t& ind
   });
 }
 
+// An array the trace captured through a closure cell, a global, or one level
+// inside a list/dict reached from them: if the slot is later rebound, the
+// compiled function still uses the old value (seed §7.1).
+struct CapturedSlot {
+  python::PyRef holder; // cell, list or dict
+  python::PyRef key;    // index or key (None for a cell)
+  python::PyRef value;  // the array at trace time
+  std::string label;    // "state[0]"
+  bool is_cell = false;
+
+  bool replaced() const {
+    nb::object h = holder.get();
+    try {
+      nb::object now = is_cell ? nb::object(h.attr("cell_contents")) : nb::object(h[key.get()]);
+      return !now.is(value.get());
+    } catch (nb::python_error&) {
+      return true;
+    }
+  }
+};
+
 // What a trace leaves on its cache entry: the returned tree with its arrays
-// replaced by stand-ins, and how many arrays it holds.
+// replaced by stand-ins, how many arrays it holds, and the captured slots.
 struct TraceInfo {
   python::PyRef tree;
   size_t num_outputs = 0;
+  std::vector<CapturedSlot> slots;
 };
+
+// The slots of `fun`'s closure and globals that hold arrays the entry uses
+// as constants.
+std::vector<CapturedSlot> captured_slots(nb::handle fun,
+                                         const std::vector<const ArrayDesc*>& constants) {
+  std::vector<CapturedSlot> out;
+  if (constants.empty() || !nb::hasattr(fun, "__code__")) return out;
+  auto is_constant = [&](nb::handle v) {
+    if (!python::is_array(v)) return false;
+    const ArrayDesc* id = nb::cast<const array&>(v).id();
+    return std::find(constants.begin(), constants.end(), id) != constants.end();
+  };
+  auto consider = [&](nb::handle v, nb::handle holder, nb::handle key, bool is_cell,
+                      const std::string& name) {
+    if (is_constant(v)) {
+      out.push_back({python::PyRef(holder), python::PyRef(key), python::PyRef(v), name, is_cell});
+    } else if (nb::isinstance<nb::list>(v)) {
+      nb::list l = nb::borrow<nb::list>(v);
+      for (size_t i = 0; i < nb::len(l); ++i) {
+        if (is_constant(l[i])) {
+          out.push_back({python::PyRef(l), python::PyRef(nb::int_(i)), python::PyRef(l[i]),
+                         name + "[" + std::to_string(i) + "]", false});
+        }
+      }
+    } else if (nb::isinstance<nb::dict>(v)) {
+      for (auto [k, item] : nb::borrow<nb::dict>(v)) {
+        if (is_constant(item)) {
+          out.push_back({python::PyRef(v), python::PyRef(k), python::PyRef(item),
+                         name + "[" + nb::cast<std::string>(nb::repr(k)) + "]", false});
+        }
+      }
+    }
+  };
+  nb::object code = fun.attr("__code__");
+  nb::object closure = nb::getattr(fun, "__closure__", nb::none());
+  if (!closure.is_none()) {
+    nb::tuple names = nb::borrow<nb::tuple>(code.attr("co_freevars"));
+    size_t i = 0;
+    for (nb::handle cell : closure) {
+      std::string name = i < nb::len(names) ? nb::cast<std::string>(names[i]) : "?";
+      ++i;
+      try {
+        consider(cell.attr("cell_contents"), cell, nb::none(), true, name);
+      } catch (nb::python_error&) {
+      }
+    }
+  }
+  nb::object globals = nb::getattr(fun, "__globals__", nb::none());
+  if (nb::isinstance<nb::dict>(globals)) {
+    nb::dict g = nb::borrow<nb::dict>(globals);
+    for (nb::handle n : code.attr("co_names")) {
+      if (g.contains(n)) consider(g[n], g, n, false, nb::cast<std::string>(n));
+    }
+  }
+  return out;
+}
 
 bool check_from_env() {
   const char* v = std::getenv("LOOM_COMPILE_CHECK");
@@ -140,6 +219,7 @@ class CompiledFunction {
     nb::object name = nb::getattr(fun, "__qualname__", nb::none());
     if (name.is_none()) name = nb::getattr(fun, "__name__", nb::none());
     if (name.is_none()) name = nb::repr(fun);
+    name_ = "'" + nb::cast<std::string>(nb::str(name)) + "'";
     compile_detail::set_function_name(fun_id_, nb::cast<std::string>(nb::str(name)));
   }
   ~CompiledFunction() { compile_detail::erase(fun_id_); }
@@ -208,6 +288,20 @@ class CompiledFunction {
     }
     auto result = compile_detail::call(fun_id_, trace, inputs, constants, shapeless_, check, eager);
     auto& info = *std::static_pointer_cast<TraceInfo>(result.user_data);
+    if (result.traced) {
+      info.slots = captured_slots(fun, result.constant_ids);
+    } else if (!warned_frozen_) {
+      for (auto& slot : info.slots) {
+        if (!slot.replaced()) continue;
+        warned_frozen_ = true;
+        compile_detail::warn(
+            "[compile] " + name_ + " captured the array at '" + slot.label +
+            "' when it was traced; that slot now holds another value, but the compiled "
+            "function still uses the old one. Pass the array as an argument, or capture "
+            "its container with inputs= (and outputs=).");
+        break;
+      }
+    }
     size_t index = 0;
     nb::object out = python::tree_fill(info.tree.get(), result.outputs, index, false);
     assign_state(out_state, result.outputs, index);
@@ -221,6 +315,8 @@ class CompiledFunction {
   bool shapeless_;
   bool check_;
   std::uintptr_t fun_id_;
+  std::string name_;
+  bool warned_frozen_ = false;
 };
 
 void warn_python(const std::string& message) {

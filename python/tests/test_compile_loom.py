@@ -253,3 +253,35 @@ def test_shapeless_without_shape_reads_stays_shapeless():
         cf(mx.ones((2, 3, 4)))
         cf(mx.ones((5, 5, 3)))
     assert len(n) == 1
+
+
+def test_frozen_capture_warns_once():
+    state = [mx.array(1.0)]
+
+    def reads_state(x):
+        return x + state[0]
+
+    f = mx.compile(reads_state)
+    assert f(mx.array(1.0)).item() == 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(mx.array(1.0))  # nothing replaced yet: silent
+    state[0] = mx.array(5.0)
+    with pytest.warns(UserWarning, match=r"captured the array at 'state\[0\]'") as record:
+        assert f(mx.array(1.0)).item() == 2.0  # MLX's documented (frozen) value
+        f(mx.array(1.0))
+    assert len(record) == 1
+
+
+def test_inputs_capture_does_not_warn():
+    state = [mx.array(1.0)]
+
+    @partial(mx.compile, inputs=state)
+    def fun(x):
+        return x + state[0]
+
+    fun(mx.array(1.0))
+    state[0] = mx.array(5.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fun(mx.array(1.0)).item() == 6.0
