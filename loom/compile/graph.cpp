@@ -87,8 +87,14 @@ Graph graph_from_trace(const std::vector<array>& placeholders, const std::vector
     }
     for (auto& in : n->inputs) gn.inputs.push_back(resolve(in));
     gn.primitive = n->primitive;
-    gn.shapes = n->output_shapes;
-    gn.dtypes = n->output_dtypes;
+    if (n->output_shapes.empty()) {
+      // A single-output node keeps its metadata on its one output.
+      gn.shapes = {a.shape()};
+      gn.dtypes = {a.dtype()};
+    } else {
+      gn.shapes = n->output_shapes;
+      gn.dtypes = n->output_dtypes;
+    }
     node_index.emplace(n, static_cast<int>(g.nodes.size()));
     g.nodes.push_back(std::move(gn));
   }

@@ -8,8 +8,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 
@@ -49,11 +49,10 @@ void flatten_arguments(nb::handle tree, std::vector<array>& inputs,
       constants.push_back(Constant{Constant::str, 0, 0, nb::cast<std::string>(h)});
     } else if (nb::isinstance<nb::int_>(h)) {
       // Python ints beyond 64 bits still key by value.
-      nb::object hashed = h.attr("__hash__")();
       int64_t v = PyLong_AsLongLong(h.ptr());
       if (PyErr_Occurred()) {
         PyErr_Clear();
-        v = nb::cast<int64_t>(hashed);
+        v = nb::cast<int64_t>(h.attr("__hash__")());
       }
       constants.push_back(Constant{Constant::int_, v, 0, {}});
     } else if (nb::isinstance<nb::float_>(h)) {
