@@ -9,6 +9,7 @@
 // the element-wise ops gain a shared table of scalar functors, only the
 // `run_op` step changes.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -20,9 +21,16 @@ namespace loom::compile_detail {
 
 namespace {
 
-// Elements per tile: 16K float32 is 64 KiB per value, so a chain of a few
-// values stays in L2.
-constexpr size_t kTile = size_t(1) << 14;
+// Elements per tile (LOOM_COMPILE_TILE overrides): 16K float32 is 64 KiB per
+// value, so a chain of a few values stays in L2.
+size_t tile_elements() {
+  static const size_t n = [] {
+    const char* v = std::getenv("LOOM_COMPILE_TILE");
+    size_t t = v && *v ? std::strtoull(v, nullptr, 10) : 0;
+    return t >= 64 ? t : size_t(1) << 14;
+  }();
+  return n;
+}
 
 // Strides (in elements) that read `in` as `shape` with broadcasting, the
 // dimensions aligned on the right.
@@ -137,6 +145,7 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
     }
   }
 
+  const size_t kTile = tile_elements();
   const size_t tiles = (total + kTile - 1) / kTile;
   cpu::parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
     // Per-thread scratch for inputs that must be gathered.
