@@ -545,6 +545,7 @@ def test_multi_output_unused_sibling():
 # --- threads ------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:.*retraced")
 def test_threads_share_a_compiled_function():
     f = mx.compile(lambda x, y: mx.tanh(x) * y + 1)
     errors = []
