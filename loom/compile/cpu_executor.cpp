@@ -16,6 +16,7 @@
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/compile/compiled.h"
+#include "loom/compile/executor.h"
 
 namespace loom::compile_detail {
 
@@ -82,9 +83,24 @@ void gather_typed(const T* src, const cpu::StridedLayout<1>& layout, size_t star
   }
 }
 
-void gather(const array& in, const cpu::StridedLayout<1>& layout, size_t start, size_t n,
-            void* dst) {
+// Copies a tile value (dense, or one element broadcast) into `out` at `start`.
+void store_tile(const array& v, size_t n, array& out, size_t start) {
+  char* dst = out.data<char>() + start * out.itemsize();
+  const char* src = v.data<char>();
+  size_t item = out.itemsize();
+  if (n == 1 || (v.ndim() == 1 && v.strides()[0] == 1)) {
+    std::memcpy(dst, src, n * item);
+    return;
+  }
+  int64_t step = v.strides()[0];
+  for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * item, src + i * step * item, item);
+}
+
+} // namespace
+
+void gather_into(const array& in, const InputPlan& plan, size_t start, size_t n, void* dst) {
   const char* src = in.data<char>();
+  const auto& layout = plan.layout;
   switch (in.itemsize()) {
     case 1:
       return gather_typed(reinterpret_cast<const uint8_t*>(src), layout, start, n,
@@ -102,27 +118,6 @@ void gather(const array& in, const cpu::StridedLayout<1>& layout, size_t start, 
       throw std::logic_error("[Compiled] Unsupported element size.");
   }
 }
-
-// How one input of the region is read tile by tile.
-struct InputPlan {
-  enum Kind { dense, scalar, strided } kind = dense;
-  cpu::StridedLayout<1> layout; // for strided
-};
-
-// Copies a tile value (dense, or one element broadcast) into `out` at `start`.
-void store_tile(const array& v, size_t n, array& out, size_t start) {
-  char* dst = out.data<char>() + start * out.itemsize();
-  const char* src = v.data<char>();
-  size_t item = out.itemsize();
-  if (n == 1 || (v.ndim() == 1 && v.strides()[0] == 1)) {
-    std::memcpy(dst, src, n * item);
-    return;
-  }
-  int64_t step = v.strides()[0];
-  for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * item, src + i * step * item, item);
-}
-
-} // namespace
 
 void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
@@ -144,6 +139,8 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
       plans[k].layout = cpu::collapse<1>(shape, {bs});
     }
   }
+
+  if (eval_f32_chain(*this, inputs, outputs, plans)) return;
 
   const size_t kTile = tile_elements();
   const size_t tiles = (total + kTile - 1) / kTile;
@@ -172,7 +169,7 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
             v.copy_shared_buffer(in, {0}, Flags{n == 1, n == 1, n == 1}, 1);
             break;
           case InputPlan::strided:
-            gather(in, plans[k].layout, start, n, scratch[k]->data<char>());
+            gather_into(in, plans[k], start, n, scratch[k]->data<char>());
             v.copy_shared_buffer(*scratch[k], {1}, Flags{true, true, true}, n);
             break;
         }

@@ -222,6 +222,9 @@ class CompiledFunction {
     compile_detail::set_function_name(fun_id_, nb::cast<std::string>(nb::str(name)));
   }
   ~CompiledFunction() { compile_detail::erase(fun_id_); }
+
+  // An attribute of the wrapped function (its name, as MLX forwards it).
+  nb::object attr(const char* name) const { return nb::getattr(fun_.get(), name, nb::none()); }
   CompiledFunction(const CompiledFunction&) = delete;
   CompiledFunction& operator=(const CompiledFunction&) = delete;
 
@@ -319,6 +322,8 @@ class CompiledFunction {
 };
 
 void warn_python(const std::string& message) {
+  // A C++ caller on a thread without the GIL gets no Python warning.
+  if (!PyGILState_Check()) return;
   if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0) throw nb::python_error();
 }
 
@@ -350,7 +355,13 @@ void init_compile(nb::module_& m) {
   compile_detail::set_warning_hook(&warn_python);
 
   nb::class_<CompiledFunction>(m, "_CompiledFunction", "A function compiled by loom.core.compile.")
-      .def("__call__", &CompiledFunction::call);
+      .def("__call__", &CompiledFunction::call)
+      // Attributes the wrapper lacks (__name__, __doc__...) are the function's.
+      .def("__getattr__", [](const CompiledFunction& f, const std::string& name) {
+        nb::object v = f.attr(name.c_str());
+        if (v.is_none()) throw nb::attribute_error(name.c_str());
+        return v;
+      });
 
   m.def(
       "compile",

@@ -629,3 +629,10 @@ def test_large_fused_chain_with_views():
     y = mx.random.normal((300,))
     f = lambda x, y: mx.tanh(x * y + 1) * mx.exp(-x * x) - y
     assert close(mx.compile(f)(x, y), f(x, y), 1e-5)
+
+
+def test_compiled_function_keeps_the_name():
+    def named(x):
+        return x
+
+    assert mx.compile(named).__name__ == "named"
