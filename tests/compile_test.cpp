@@ -193,3 +193,25 @@ TEST(Compile, PlaceholderEvaluationRaises) {
   array p = make_placeholder({2}, float32);
   EXPECT_THROW(exp(p).eval(), std::invalid_argument);
 }
+
+TEST(Compile, FusedNodeTransformsByExpansion) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    return std::vector<array>{multiply(tanh(in[0]), exp(in[0]))};
+  };
+  array x = array({0.1f, -0.5f, 1.2f});
+  Graph g = trace(f, {x});
+  simplify(g);
+  fuse(g);
+  ASSERT_EQ(count_named(g, "Compiled"), 1);
+  ArrayFn fused = [&g](const std::vector<array>& in) { return replay(g, in, false); };
+  array ones = array({1.0f, 1.0f, 1.0f});
+  auto [outs, grads] = vjp(fused, {x}, {ones});
+  auto [outs_e, grads_e] = vjp(f, {x}, {ones});
+  expect_close(outs[0], outs_e[0]);
+  expect_close(grads[0], grads_e[0]);
+  auto [o2, tangents] = jvp(fused, {x}, {ones});
+  auto [o2e, tangents_e] = jvp(f, {x}, {ones});
+  expect_close(tangents[0], tangents_e[0]);
+  array xs = random::normal({4, 3});
+  expect_close(vmap(fused, {0}, {0})({xs})[0], vmap(f, {0}, {0})({xs})[0]);
+}
