@@ -223,6 +223,21 @@ class CompiledFunction {
   }
   ~CompiledFunction() { compile_detail::erase(fun_id_); }
 
+  // The Python objects it holds, for the cycle collector: a closure of `fun`
+  // that refers back to the compiled function forms a cycle through them.
+  std::vector<PyObject*> held() const {
+    std::vector<PyObject*> out;
+    for (auto* r : {&fun_, &inputs_, &outputs_}) {
+      if (!r->is_none()) out.push_back(r->get().ptr());
+    }
+    return out;
+  }
+  void clear() {
+    fun_ = python::PyRef();
+    inputs_ = python::PyRef();
+    outputs_ = python::PyRef();
+  }
+
   // An attribute of the wrapped function (its name, as MLX forwards it).
   nb::object attr(const char* name) const { return nb::getattr(fun_.get(), name, nb::none()); }
   CompiledFunction(const CompiledFunction&) = delete;
@@ -230,6 +245,7 @@ class CompiledFunction {
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
     nb::object fun = fun_.get();
+    if (fun.is_none()) throw std::runtime_error("[compile] The compiled function was cleared.");
     if (!compile_enabled()) return fun(*args, **kwargs);
     nb::object in_state = inputs_.get();
     nb::object out_state = outputs_.get();
@@ -321,6 +337,21 @@ class CompiledFunction {
   bool warned_frozen_ = false;
 };
 
+int compiled_traverse(PyObject* self, visitproc visit, void* arg) {
+  if (!nb::inst_ready(self)) return 0;
+  for (PyObject* o : nb::inst_ptr<CompiledFunction>(self)->held()) Py_VISIT(o);
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+int compiled_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<CompiledFunction>(self)->clear();
+  return 0;
+}
+
+PyType_Slot compiled_slots[] = {
+    {Py_tp_traverse, (void*)compiled_traverse}, {Py_tp_clear, (void*)compiled_clear}, {0, nullptr}};
+
 void warn_python(const std::string& message) {
   // A C++ caller on a thread without the GIL gets no Python warning.
   if (!PyGILState_Check()) return;
@@ -354,7 +385,8 @@ const char* mode_name(CompileMode m) {
 void init_compile(nb::module_& m) {
   compile_detail::set_warning_hook(&warn_python);
 
-  nb::class_<CompiledFunction>(m, "_CompiledFunction", "A function compiled by loom.core.compile.")
+  nb::class_<CompiledFunction>(m, "_CompiledFunction", nb::type_slots(compiled_slots),
+                               "A function compiled by loom.core.compile.")
       .def("__call__", &CompiledFunction::call)
       // Attributes the wrapper lacks (__name__, __doc__...) are the function's.
       .def("__getattr__", [](const CompiledFunction& f, const std::string& name) {

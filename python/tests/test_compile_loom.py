@@ -285,3 +285,19 @@ def test_inputs_capture_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert fun(mx.array(1.0)).item() == 6.0
+
+
+def test_compiled_function_in_a_reference_cycle_is_collected():
+    def make():
+        def cyclic_fn(x):
+            return x + 1 if compiled is None else x * 2
+
+        compiled = mx.compile(cyclic_fn)  # cyclic_fn's closure holds `compiled`
+        return compiled
+
+    f = make()
+    f(mx.array(1.0))
+    assert _info("cyclic_fn")
+    del f
+    gc.collect()
+    assert not _info("cyclic_fn")
