@@ -102,6 +102,21 @@ void walk_state(nb::handle tree, const StateVisit& visit) {
   }
 }
 
+bool captures_random_state(nb::handle tree) {
+  if (tree.is_none()) return false;
+  if (is_random_state(tree)) return true;
+  if (nb::isinstance<nb::list>(tree) || nb::isinstance<nb::tuple>(tree)) {
+    for (nb::handle item : tree) {
+      if (captures_random_state(item)) return true;
+    }
+  } else if (nb::isinstance<nb::dict>(tree)) {
+    for (auto [k, v] : nb::borrow<nb::dict>(tree)) {
+      if (captures_random_state(v)) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<array> flatten_state(nb::handle tree) {
   std::vector<array> out;
   walk_state(tree, [&](nb::handle leaf, const auto&) { out.push_back(nb::cast<array>(leaf)); });
@@ -268,6 +283,7 @@ class CompiledFunction {
       std::vector<array> state_ph(placeholders.begin() + num_arg_arrays, placeholders.end());
       size_t state_index = 0;
       assign_state(in_state, state_ph, state_index);
+      const ArrayDesc* key_before = random::default_key().id();
       nb::object result;
       std::vector<array> outs;
       try {
@@ -281,6 +297,15 @@ class CompiledFunction {
       }
       size_t restore = 0;
       assign_state(in_state, saved, restore);
+      if (random::default_key().id() != key_before && !captures_random_state(in_state) &&
+          !warned_random_) {
+        warned_random_ = true;
+        compile_detail::warn(
+            "[compile] " + name_ +
+            " draws random numbers without capturing mx.random.state: the key is frozen "
+            "into the trace and every call returns the same numbers. Capture it with "
+            "inputs=[..., mx.random.state] and outputs=[..., mx.random.state], or pass a key.");
+      }
       auto info = std::make_shared<TraceInfo>();
       info->num_outputs = python::tree_flatten(result, false).size();
       // Stand-ins, so the entry does not keep the traced graph alive.
@@ -335,6 +360,7 @@ class CompiledFunction {
   std::uintptr_t fun_id_;
   std::string name_;
   bool warned_frozen_ = false;
+  bool warned_random_ = false;
 };
 
 int compiled_traverse(PyObject* self, visitproc visit, void* arg) {

@@ -301,3 +301,15 @@ def test_compiled_function_in_a_reference_cycle_is_collected():
     del f
     gc.collect()
     assert not _info("cyclic_fn")
+
+
+def test_random_without_captured_state_warns():
+    def sampler(x):
+        return x + mx.random.uniform(shape=(3,))
+
+    f = mx.compile(sampler)
+    with pytest.warns(UserWarning, match=r"without capturing mx.random.state"):
+        a = f(mx.zeros((3,)))
+    b = f(mx.zeros((3,)))
+    # MLX's behaviour, now announced: the same numbers on every call
+    assert np.array_equal(np.array(a), np.array(b))
