@@ -27,6 +27,8 @@ enum class Code : uint8_t {
   sub,
   mul,
   div,
+  max,
+  min, // binary
   neg,
   square,
   sqrt,
@@ -35,6 +37,9 @@ enum class Code : uint8_t {
   tanh,
   erf,
   abs,
+  sigmoid,
+  sin,
+  cos, // unary
   bcast
 };
 
@@ -62,6 +67,12 @@ std::optional<Code> classify(const FusedOp& op) {
         return Code::erf;
       case UnaryOp::Abs:
         return Code::abs;
+      case UnaryOp::Sigmoid:
+        return Code::sigmoid;
+      case UnaryOp::Sin:
+        return Code::sin;
+      case UnaryOp::Cos:
+        return Code::cos;
       default:
         return std::nullopt;
     }
@@ -76,6 +87,10 @@ std::optional<Code> classify(const FusedOp& op) {
         return Code::mul;
       case BinaryOp::Divide:
         return Code::div;
+      case BinaryOp::Maximum:
+        return Code::max;
+      case BinaryOp::Minimum:
+        return Code::min;
       default:
         return std::nullopt;
     }
@@ -103,6 +118,16 @@ void run(Code code, const float* a, const float* b, float* d, size_t n) {
       return map2(a, b, d, n, [](float x, float y) { return x * y; });
     case Code::div:
       return map2(a, b, d, n, [](float x, float y) { return x / y; });
+    case Code::max: // NaN propagates, as in the eager kernel
+      return map2(a, b, d, n, [](float x, float y) { return (x > y || x != x) ? x : y; });
+    case Code::min:
+      return map2(a, b, d, n, [](float x, float y) { return (x < y || x != x) ? x : y; });
+    case Code::sigmoid:
+      return map1(a, d, n, [](float x) { return 1.0f / (1.0f + exp_f32(-x)); });
+    case Code::sin:
+      return map1(a, d, n, [](float x) { return std::sin(x); });
+    case Code::cos:
+      return map1(a, d, n, [](float x) { return std::cos(x); });
     case Code::neg:
       return map1(a, d, n, [](float x) { return -x; });
     case Code::square:
