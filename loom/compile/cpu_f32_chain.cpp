@@ -1,6 +1,6 @@
 // The fast path of a fused region whose values are all float32 and whose ops
-// are common arithmetic and math: each chunk of 1024 elements runs every op
-// as a tight loop over L1-resident buffers, dense inputs are read in place
+// are common arithmetic and math: each chunk of 4096 elements runs every op
+// as a tight loop over cache-resident buffers, dense inputs are read in place
 // and escaping values are written straight into their outputs (no per-op
 // arrays, allocations or copies). The scalar functions are the element-wise
 // kernels' own (backend/cpu/elementwise.h), so results match eager ones.
@@ -43,7 +43,7 @@ enum class Code : uint8_t {
   bcast
 };
 
-constexpr size_t kChunk = 1024;
+constexpr size_t kChunk = 4096;
 
 std::optional<Code> classify(const FusedOp& op) {
   if (op.dtype != float32) return std::nullopt;
