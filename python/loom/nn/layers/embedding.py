@@ -1,0 +1,33 @@
+"""Embedding: a lookup table of ``num_embeddings`` vectors of size ``dims``."""
+
+from __future__ import annotations
+
+import math
+
+import loom.core as mx
+
+from .base import Module
+
+
+class Embedding(Module):
+    """Maps integer ids to rows of ``weight`` (``(num_embeddings, dims)``, normal with std ``1/sqrt(dims)``)."""
+
+    def __init__(self, num_embeddings: int, dims: int):
+        super().__init__()
+        scale = math.sqrt(1 / dims)
+        self.weight = mx.random.normal(shape=(num_embeddings, dims), scale=scale)
+
+    def _extra_repr(self):
+        return f"{self.weight.shape[0]}, {self.weight.shape[1]}"
+
+    def __call__(self, x):
+        if hasattr(mx, "take"):
+            return mx.take(self.weight, x, axis=0)
+        # Without a gather op: a one-hot product, the same rows and the same
+        # gradient (scattered back to the looked-up rows), at O(vocabulary) cost.
+        one_hot = mx.expand_dims(x, -1) == mx.arange(self.weight.shape[0])
+        return one_hot.astype(self.weight.dtype) @ self.weight
+
+    def as_linear(self, x):
+        """``x @ weight.T``: use the table as an output projection (tied weights)."""
+        return x @ self.weight.T
