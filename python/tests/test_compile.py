@@ -636,3 +636,43 @@ def test_compiled_function_keeps_the_name():
         return x
 
     assert mx.compile(named).__name__ == "named"
+
+
+def test_seed_7_4_canonical_training_step_with_nn_and_optimizers():
+    # The seed's snippet verbatim (nn.Linear, nn.losses, optim.SGD), compiled and
+    # eager from the same initial parameters: the same losses, falling.
+    from _nn_backend import nn, optim
+
+    mx.random.seed(0)
+    x = mx.random.uniform(shape=(4, 10))
+    y = mx.array([0, 1, 0, 1])
+
+    def loss_fn(model, x, y):
+        logits = model(x).squeeze()
+        return nn.losses.binary_cross_entropy(logits, y)
+
+    def train(compiled):
+        mx.random.seed(1)
+        model = nn.Linear(10, 1)
+        optimizer = optim.SGD(learning_rate=0.1, momentum=0.8)
+        state = [model.state, optimizer.state]
+
+        def step(x, y):
+            loss_and_grad_fn = nn.value_and_grad(model, loss_fn)
+            loss, grads = loss_and_grad_fn(model, x, y)
+            optimizer.update(model, grads)
+            return loss
+
+        if compiled:
+            step = partial(mx.compile, inputs=state, outputs=state)(step)
+        losses = []
+        for it in range(10):
+            loss = step(x, y)
+            mx.eval(state)
+            losses.append(loss.item())
+        return losses
+
+    eager = train(False)
+    compiled = train(True)
+    assert np.allclose(eager, compiled, rtol=1e-5, atol=1e-6)
+    assert compiled[-1] < compiled[0]

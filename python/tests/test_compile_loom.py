@@ -313,3 +313,21 @@ def test_random_without_captured_state_warns():
     b = f(mx.zeros((3,)))
     # MLX's behaviour, now announced: the same numbers on every call
     assert np.array_equal(np.array(a), np.array(b))
+
+
+def test_compiled_dropout_training_advances_random_state():
+    # §7.4's note: with mx.random.state captured, dropout masks differ per step.
+    from _nn_backend import nn
+
+    mx.random.seed(0)
+    drop = nn.Dropout(0.5)
+    state = [mx.random.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def apply(x):
+        return drop(x)
+
+    x = mx.ones((64,))
+    masks = [np.array(apply(x)) for _ in range(3)]
+    assert not np.array_equal(masks[0], masks[1])
+    assert not np.array_equal(masks[1], masks[2])
