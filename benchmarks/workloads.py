@@ -427,7 +427,7 @@ def transformer_block_of(fw, heads):
     return loss
 
 
-def build_transformer(batch, length, dim, heads, hidden):
+def build_transformer(batch, length, dim, heads, hidden, compiled=False):
     def build(fw):
         np = fw.np
 
@@ -443,6 +443,8 @@ def build_transformer(batch, length, dim, heads, hidden):
                   weight(dim, hidden), vec(hidden, 0.0), weight(hidden, dim), vec(dim, 0.0)]
         x = fw.randn((batch, length, dim))
         value_and_grad = fw.value_and_grad(transformer_block_of(fw, heads))
+        if compiled:
+            value_and_grad = fw.compile(value_and_grad)
         return lambda: value_and_grad(params, x)
 
     return build
@@ -549,6 +551,9 @@ def all_workloads(quick=False):
         flops=mlp_flops, note="nn + optimizers (jax: Adam written with tree_map)")
     add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd", "training",
         build_transformer(*tb), flops=transformer_flops(*tb))
+    add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd compiled", "training",
+        build_transformer(*tb, compiled=True), flops=transformer_flops(*tb),
+        note="mx.compile / torch.compile / jax.jit of value_and_grad")
     return w
 
 

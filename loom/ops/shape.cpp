@@ -129,7 +129,9 @@ array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
   for (int d = start; d <= end; ++d) merged *= a.shape()[d];
   shape.push_back(merged);
   shape.insert(shape.end(), a.shape().begin() + end + 1, a.shape().end());
-  return reshape(a, std::move(shape), s);
+  Shape out_shape = shape;
+  return array(std::move(out_shape), a.dtype(),
+               std::make_shared<Flatten>(to_stream(s), std::move(shape), start, end), {a});
 }
 
 array transpose(const array& a, std::vector<int> axes, StreamOrDevice s) {

@@ -157,6 +157,35 @@ bool Reshape::is_equivalent(const Primitive& other) const {
 
 void Reshape::print_params(std::ostream& os) const { os << "shape=" << shape_to_string(shape_); }
 
+std::vector<Shape> Flatten::output_shapes(const std::vector<array>& inputs) {
+  const Shape& in = inputs[0].shape();
+  if (end_ >= static_cast<int>(in.size())) {
+    throw std::invalid_argument("[flatten] Axis " + std::to_string(end_) +
+                                " is out of bounds for an input of shape " + shape_to_string(in) +
+                                ".");
+  }
+  Shape out(in.begin(), in.begin() + start_);
+  int32_t merged = 1;
+  for (int d = start_; d <= end_; ++d) merged *= in[d];
+  out.push_back(merged);
+  out.insert(out.end(), in.begin() + end_ + 1, in.end());
+  return {out};
+}
+
+std::vector<array> Flatten::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                                const std::vector<int>&) {
+  return {flatten(tangents[0], start_, end_, stream())};
+}
+
+bool Flatten::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const Flatten*>(&other);
+  return o && o->start_ == start_ && o->end_ == end_;
+}
+
+void Flatten::print_params(std::ostream& os) const {
+  os << "start_axis=" << start_ << ", end_axis=" << end_;
+}
+
 // --- Transpose ----------------------------------------------------------------
 
 std::vector<Shape> Transpose::output_shapes(const std::vector<array>& inputs) {

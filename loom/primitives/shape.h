@@ -55,6 +55,24 @@ class Reshape : public Primitive {
   Shape shape_;
 };
 
+// flatten(start, end): a Reshape whose output shape follows its input's, so
+// that a shapeless compile of flatten stays shapeless (seed §9.3).
+class Flatten : public Reshape {
+ public:
+  Flatten(Stream stream, Shape shape, int start, int end)
+      : Reshape(stream, std::move(shape)), start_(start), end_(end) {}
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "Flatten"; }
+  void print_params(std::ostream& os) const override;
+
+ private:
+  int start_;
+  int end_;
+};
+
 class Transpose : public Primitive {
  public:
   Transpose(Stream stream, std::vector<int> axes) : Primitive(stream), axes_(std::move(axes)) {}

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "elements.h"
+#include "loom/compile/compile.h"
 #include "loom/types/dispatch.h"
 #include "utils.h"
 
@@ -273,11 +274,21 @@ void init_array(nb::module_& m) {
 
   // --- properties --------------------------------------------------------------
   cls.def_prop_ro(
-         "shape", [](const array& a) { return tuple_of(a.shape()); },
+         "shape",
+         [](const array& a) {
+           compile_detail::note_shape_read(a);
+           return tuple_of(a.shape());
+         },
          "The shape of the array as a Python tuple.")
       .def_prop_ro("dtype", &array::dtype, "The array's Dtype.")
       .def_prop_ro("ndim", &array::ndim, "The number of dimensions.")
-      .def_prop_ro("size", &array::size, "The number of elements.")
+      .def_prop_ro(
+          "size",
+          [](const array& a) {
+            compile_detail::note_shape_read(a);
+            return a.size();
+          },
+          "The number of elements.")
       .def_prop_ro("itemsize", &array::itemsize, "Bytes per element.")
       .def_prop_ro("nbytes", &array::nbytes, "Bytes of all the elements.")
       .def_prop_ro(
@@ -312,6 +323,7 @@ void init_array(nb::module_& m) {
       .def("__len__",
            [](const array& a) {
              if (a.ndim() == 0) throw nb::type_error("len() 0-dimensional array.");
+             compile_detail::note_shape_read(a);
              return a.shape()[0];
            })
       .def("__iter__",

@@ -8,6 +8,8 @@
 
 // Transforms, eval/async_eval and tree utilities (python/src/transforms.cpp).
 void init_transforms(nb::module_& m);
+// mx.compile and the compile switches (python/src/compile.cpp).
+void init_compile(nb::module_& m);
 
 namespace loom::bindings {
 
@@ -122,6 +124,7 @@ NB_MODULE(core, m) {
   init_composites(m);
   init_random(m);
   init_transforms(m);
+  init_compile(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;

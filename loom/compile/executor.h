@@ -1,0 +1,28 @@
+// Pieces shared by the fused region's CPU paths (cpu_executor.cpp, the general
+// tiled path, and cpu_f32_chain.cpp, the float32 fast path).
+#pragma once
+
+#include <vector>
+
+#include "loom/array.h"
+#include "loom/backend/cpu/strided.h"
+
+namespace loom::compile_detail {
+
+class Compiled;
+
+// How one input of the region is read, element i of the region at a time.
+struct InputPlan {
+  enum Kind { dense, scalar, strided } kind = dense;
+  cpu::StridedLayout<1> layout; // for strided: the input read as the region's shape
+};
+
+// Copies region elements [start, start + n) of a strided input into dst.
+void gather_into(const array& in, const InputPlan& plan, size_t start, size_t n, void* dst);
+
+// Runs the region when every value is float32 and every op is one the fast
+// path knows; returns false (having done nothing) otherwise.
+bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
+                    std::vector<array>& outputs, const std::vector<InputPlan>& plans);
+
+} // namespace loom::compile_detail

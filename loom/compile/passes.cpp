@@ -1,0 +1,301 @@
+// The two passes over a traced graph: simplify (drop no-ops, merge common
+// subexpressions through Primitive::is_equivalent) and fuse (maximal regions
+// of element-wise and broadcast nodes of one shape become one Compiled node).
+// Every walk is iterative.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "loom/compile/compiled.h"
+#include "loom/compile/graph.h"
+
+namespace loom::compile_detail {
+
+namespace {
+
+// Keeps the nodes the outputs reach, in their order, renumbered.
+void drop_dead(Graph& g) {
+  std::vector<char> live(g.nodes.size(), 0);
+  std::vector<int> stack;
+  for (auto& o : g.outputs) {
+    if (o.kind == ValueRef::node) stack.push_back(o.id);
+  }
+  while (!stack.empty()) {
+    int i = stack.back();
+    stack.pop_back();
+    if (live[i]) continue;
+    live[i] = 1;
+    for (auto& r : g.nodes[i].inputs) {
+      if (r.kind == ValueRef::node && !live[r.id]) stack.push_back(r.id);
+    }
+  }
+  std::vector<int> renumber(g.nodes.size(), -1);
+  std::vector<GraphNode> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!live[i]) continue;
+    renumber[i] = static_cast<int>(kept.size());
+    kept.push_back(std::move(g.nodes[i]));
+  }
+  auto fix = [&](ValueRef& r) {
+    if (r.kind == ValueRef::node) r.id = renumber[r.id];
+  };
+  for (auto& n : kept) {
+    for (auto& r : n.inputs) fix(r);
+  }
+  for (auto& r : g.outputs) fix(r);
+  g.nodes = std::move(kept);
+}
+
+} // namespace
+
+void simplify(Graph& g) {
+  // alias[i][k]: what output k of node i now stands for.
+  std::vector<std::vector<ValueRef>> alias(g.nodes.size());
+  auto resolve = [&](ValueRef r) {
+    while (r.kind == ValueRef::node && !alias[r.id].empty()) {
+      ValueRef next = alias[r.id][r.index];
+      if (next == r) break;
+      r = next;
+    }
+    return r;
+  };
+  // Candidates for CSE, keyed by name and inputs.
+  std::multimap<std::string, int> seen;
+  auto key_of = [](const GraphNode& n) {
+    std::string key = n.primitive->name();
+    for (auto& r : n.inputs) {
+      key += '|' + std::to_string(int(r.kind)) + ':' + std::to_string(r.id) + ':' +
+             std::to_string(r.index);
+    }
+    return key;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    GraphNode& n = g.nodes[i];
+    for (auto& r : n.inputs) r = resolve(r);
+    if (n.primitive->traits().noop && n.inputs.size() == 1 && n.shapes.size() == 1) {
+      alias[i] = {n.inputs[0]};
+      continue;
+    }
+    std::string key = key_of(n);
+    auto [lo, hi] = seen.equal_range(key);
+    bool merged = false;
+    for (auto it = lo; it != hi; ++it) {
+      const GraphNode& m = g.nodes[it->second];
+      if (m.shapes == n.shapes && m.dtypes == n.dtypes &&
+          m.primitive->is_equivalent(*n.primitive)) {
+        for (size_t k = 0; k < n.shapes.size(); ++k) {
+          alias[i].push_back(ValueRef{ValueRef::node, it->second, static_cast<int32_t>(k)});
+        }
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) seen.emplace(std::move(key), static_cast<int>(i));
+  }
+  for (auto& r : g.outputs) r = resolve(r);
+  drop_dead(g);
+}
+
+namespace {
+
+bool fusable(const GraphNode& n) {
+  if (n.shapes.size() != 1 || n.primitive->device().type != Device::cpu) return false;
+  auto t = n.primitive->traits();
+  return (t.elementwise || t.broadcast) && !t.multi_output;
+}
+
+} // namespace
+
+void fuse(Graph& g) {
+  const int count = static_cast<int>(g.nodes.size());
+  std::vector<std::vector<int>> consumers(count);
+  std::vector<char> is_output(count, 0);
+  for (int i = 0; i < count; ++i) {
+    for (auto& r : g.nodes[i].inputs) {
+      if (r.kind == ValueRef::node) consumers[r.id].push_back(i);
+    }
+  }
+  for (auto& o : g.outputs) {
+    if (o.kind == ValueRef::node) is_output[o.id] = 1;
+  }
+
+  // region[i]: the region node i belongs to (-1: none).
+  std::vector<int> region(count, -1);
+  std::vector<std::vector<int>> members;
+  // Adding j to a region must not create a path region -> outside -> region:
+  // walk forward from j's consumers outside the region.
+  auto creates_cycle = [&](int j, int r) {
+    std::vector<int> stack;
+    std::vector<char> seen(count, 0);
+    for (int c : consumers[j]) {
+      if (region[c] != r) stack.push_back(c);
+    }
+    while (!stack.empty()) {
+      int c = stack.back();
+      stack.pop_back();
+      if (seen[c]) continue;
+      seen[c] = 1;
+      if (region[c] == r) return true;
+      for (int d : consumers[c]) stack.push_back(d);
+    }
+    return false;
+  };
+  for (int i = count - 1; i >= 0; --i) {
+    if (region[i] >= 0 || !fusable(g.nodes[i])) continue;
+    int r = static_cast<int>(members.size());
+    members.push_back({i});
+    region[i] = r;
+    const Shape& shape = g.nodes[i].shapes[0];
+    std::vector<int> frontier{i};
+    while (!frontier.empty()) {
+      int m = frontier.back();
+      frontier.pop_back();
+      // A broadcast reads its input from outside the region.
+      if (g.nodes[m].primitive->traits().broadcast) continue;
+      for (auto& in : g.nodes[m].inputs) {
+        if (in.kind != ValueRef::node) continue;
+        int j = in.id;
+        if (region[j] >= 0 || !fusable(g.nodes[j]) || g.nodes[j].shapes[0] != shape) continue;
+        if (creates_cycle(j, r)) continue;
+        region[j] = r;
+        members[r].push_back(j);
+        frontier.push_back(j);
+      }
+    }
+  }
+  // A region worth fusing computes at least two element-wise ops.
+  for (auto& mem : members) {
+    int ops = 0;
+    for (int m : mem) ops += !g.nodes[m].primitive->traits().broadcast;
+    if (mem.size() < 2 || ops < 2) {
+      for (int m : mem) region[m] = -1;
+      mem.clear();
+    }
+  }
+
+  // Build one unit per kept node or region; units refer to values through
+  // (unit, output) pairs and are emitted in a fresh topological order.
+  struct Unit {
+    GraphNode node;
+    std::vector<int> deps;
+  };
+  std::vector<Unit> units;
+  std::vector<int> unit_of(count, -1);
+  // Where node i's output k lives after fusion: (unit, output index).
+  std::vector<std::vector<std::pair<int, int>>> where(count);
+  for (int i = 0; i < count; ++i) {
+    where[i].resize(g.nodes[i].shapes.size(), {-1, 0});
+    if (region[i] < 0) {
+      unit_of[i] = static_cast<int>(units.size());
+      units.push_back(Unit{g.nodes[i], {}});
+      for (size_t k = 0; k < where[i].size(); ++k) where[i][k] = {unit_of[i], int(k)};
+    }
+  }
+  for (auto& mem : members) {
+    if (mem.empty()) continue;
+    std::sort(mem.begin(), mem.end());
+    int r = region[mem[0]];
+    int u = static_cast<int>(units.size());
+    std::vector<ValueRef> external;
+    std::vector<FusedOp> ops;
+    std::unordered_map<int, int> op_index;
+    auto external_index = [&](const ValueRef& ref) {
+      for (size_t k = 0; k < external.size(); ++k) {
+        if (external[k] == ref) return static_cast<int>(k);
+      }
+      external.push_back(ref);
+      return static_cast<int>(external.size()) - 1;
+    };
+    for (int m : mem) {
+      FusedOp op{g.nodes[m].primitive, {}, g.nodes[m].shapes[0], g.nodes[m].dtypes[0]};
+      for (auto& in : g.nodes[m].inputs) {
+        if (in.kind == ValueRef::node && region[in.id] == r) {
+          op.args.push_back(-1 - op_index.at(in.id)); // negative: an op of the region
+        } else {
+          op.args.push_back(external_index(in));
+        }
+      }
+      op_index.emplace(m, static_cast<int>(ops.size()));
+      ops.push_back(std::move(op));
+    }
+    // Escaping values: used outside the region or returned.
+    std::vector<int> escaping;
+    GraphNode fused;
+    for (int m : mem) {
+      bool escapes = is_output[m];
+      for (int c : consumers[m]) escapes = escapes || region[c] != r;
+      if (!escapes) continue;
+      where[m][0] = {u, static_cast<int>(escaping.size())};
+      escaping.push_back(op_index.at(m));
+      fused.shapes.push_back(g.nodes[m].shapes[0]);
+      fused.dtypes.push_back(g.nodes[m].dtypes[0]);
+    }
+    int n_ext = static_cast<int>(external.size());
+    for (auto& op : ops) {
+      for (auto& a : op.args) a = a < 0 ? n_ext + (-1 - a) : a;
+    }
+    fused.primitive = std::make_shared<Compiled>(g.nodes[mem[0]].primitive->stream(), n_ext,
+                                                 std::move(ops), std::move(escaping));
+    fused.inputs = std::move(external);
+    units.push_back(Unit{std::move(fused), {}});
+  }
+  // Rewrite the units' inputs to (unit, output) refs, then order them.
+  auto remap = [&](ValueRef r) {
+    if (r.kind != ValueRef::node) return r;
+    auto [u, k] = where[r.id][r.index];
+    return ValueRef{ValueRef::node, u, k};
+  };
+  for (auto& unit : units) {
+    for (auto& r : unit.node.inputs) {
+      r = remap(r);
+      if (r.kind == ValueRef::node) unit.deps.push_back(r.id);
+    }
+  }
+  std::vector<ValueRef> outputs;
+  for (auto& o : g.outputs) outputs.push_back(remap(o));
+
+  std::vector<int> order;
+  std::vector<int> state(units.size(), 0);
+  std::vector<int> stack;
+  for (auto& o : outputs) {
+    if (o.kind == ValueRef::node) stack.push_back(o.id);
+  }
+  while (!stack.empty()) {
+    int u = stack.back();
+    if (state[u] == 2) {
+      stack.pop_back();
+      continue;
+    }
+    if (state[u] == 0) {
+      state[u] = 1;
+      for (int d : units[u].deps) {
+        if (state[d] == 0) stack.push_back(d);
+      }
+      continue;
+    }
+    state[u] = 2;
+    order.push_back(u);
+    stack.pop_back();
+  }
+  std::vector<int> position(units.size(), -1);
+  Graph out;
+  out.num_inputs = g.num_inputs;
+  out.constants = std::move(g.constants);
+  for (int u : order) {
+    position[u] = static_cast<int>(out.nodes.size());
+    out.nodes.push_back(std::move(units[u].node));
+  }
+  auto place = [&](ValueRef& r) {
+    if (r.kind == ValueRef::node) r.id = position[r.id];
+  };
+  for (auto& n : out.nodes) {
+    for (auto& r : n.inputs) place(r);
+  }
+  for (auto& o : outputs) place(o);
+  out.outputs = std::move(outputs);
+  g = std::move(out);
+}
+
+} // namespace loom::compile_detail

@@ -1,0 +1,217 @@
+// compile: trace and replay, the passes (CSE, no-op removal, fusion into one
+// Compiled node), the fused CPU kernel against eager results, the cache key
+// and cleanup.
+#include "loom/compile/compile.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "loom/compile/compiled.h"
+#include "loom/compile/graph.h"
+#include "loom/ops.h"
+
+using namespace loom;
+using namespace loom::compile_detail;
+
+namespace {
+
+std::vector<float> values(array a) {
+  a = astype(a, float32);
+  a.eval();
+  std::vector<float> out(a.size());
+  array c = copy(a);
+  c.eval();
+  std::copy(c.data<float>(), c.data<float>() + c.size(), out.begin());
+  return out;
+}
+
+void expect_close(const array& a, const array& b, float tol = 1e-5f) {
+  ASSERT_EQ(a.shape(), b.shape());
+  auto x = values(a);
+  auto y = values(b);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol) << "element " << i;
+}
+
+Graph trace(const ArrayFn& fun, const std::vector<array>& inputs) {
+  std::vector<array> ph;
+  for (auto& in : inputs) ph.push_back(make_placeholder(in.shape(), in.dtype()));
+  return graph_from_trace(ph, fun(ph));
+}
+
+int count_named(const Graph& g, const std::string& name) {
+  int n = 0;
+  for (auto& node : g.nodes) n += name == node.primitive->name();
+  return n;
+}
+
+array gelu(const array& x) {
+  return divide(multiply(x, add(array(1.0f), erf(divide(x, array(std::sqrt(2.0f)))))), array(2.0f));
+}
+
+} // namespace
+
+TEST(Compile, TraceAndReplay) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    return std::vector<array>{add(exp(negative(in[0])), in[1])};
+  };
+  array x = array(1.0f), y = array(2.0f);
+  Graph g = trace(f, {x, y});
+  EXPECT_EQ(g.num_inputs, 2);
+  auto out = replay(g, {x, y}, false);
+  EXPECT_NEAR(out[0].item<float>(), 2.36788f, 1e-5f);
+}
+
+TEST(Compile, SimplifyMergesCommonSubexpressions) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    array a = exp(in[0]);
+    array b = exp(in[0]);
+    return std::vector<array>{add(a, b)};
+  };
+  array x = array({1.0f, 2.0f});
+  Graph g = trace(f, {x});
+  EXPECT_EQ(count_named(g, "Exp"), 2);
+  simplify(g);
+  EXPECT_EQ(count_named(g, "Exp"), 1);
+  expect_close(replay(g, {x}, false)[0], multiply(exp(x), array(2.0f)));
+}
+
+TEST(Compile, SimplifyDropsNoops) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    return std::vector<array>{exp(stop_gradient(in[0]))};
+  };
+  array x = array({1.0f, 2.0f});
+  Graph g = trace(f, {x});
+  simplify(g);
+  EXPECT_EQ(count_named(g, "StopGradient"), 0);
+  expect_close(replay(g, {x}, false)[0], exp(x));
+}
+
+TEST(Compile, FuseGeluIntoOneNode) {
+  ArrayFn f = [](const std::vector<array>& in) { return std::vector<array>{gelu(in[0])}; };
+  array x = random::normal({64, 1000});
+  Graph g = trace(f, {x});
+  simplify(g);
+  fuse(g);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_STREQ(g.nodes[0].primitive->name(), "Compiled");
+  expect_close(replay(g, {x}, false)[0], gelu(x));
+}
+
+TEST(Compile, FusedRegionKeepsEscapingValues) {
+  // b escapes into a reduction: the fused node has two outputs.
+  ArrayFn f = [](const std::vector<array>& in) {
+    array b = tanh(multiply(in[0], in[1]));
+    array c = add(exp(b), array(1.0f));
+    return std::vector<array>{c, sum(b)};
+  };
+  array x = random::normal({40000});
+  array y = random::normal({40000});
+  Graph g = trace(f, {x, y});
+  simplify(g);
+  fuse(g);
+  int compiled = count_named(g, "Compiled");
+  EXPECT_EQ(compiled, 1);
+  auto out = replay(g, {x, y}, false);
+  auto want = f({x, y});
+  expect_close(out[0], want[0]);
+  expect_close(out[1], want[1], 1e-1f);
+}
+
+TEST(Compile, FuseDoesNotCreateCycles) {
+  // a -> sum -> broadcast back into the chain: a and the consumer of the sum
+  // cannot join one region.
+  ArrayFn f = [](const std::vector<array>& in) {
+    array a = exp(in[0]);
+    array s = sum(a, true);
+    return std::vector<array>{multiply(add(a, array(1.0f)), s)};
+  };
+  array x = random::normal({8, 16});
+  Graph g = trace(f, {x});
+  simplify(g);
+  fuse(g);
+  expect_close(replay(g, {x}, false)[0], f({x})[0], 1e-4f);
+}
+
+TEST(Compile, CachedCallAndErase) {
+  int traces = 0;
+  ArrayFn f = [&traces](const std::vector<array>& in) {
+    ++traces;
+    return std::vector<array>{multiply(in[0], array(3.0f))};
+  };
+  auto cf = compile(f, 12345);
+  EXPECT_EQ(cf({array(1.0f)})[0].item<float>(), 3.0f);
+  EXPECT_EQ(cf({array(2.0f)})[0].item<float>(), 6.0f);
+  EXPECT_EQ(traces, 1);
+  cf({array({1.0f, 2.0f})});
+  EXPECT_EQ(traces, 2);
+  erase(12345);
+  cf({array(1.0f)});
+  EXPECT_EQ(traces, 3);
+  erase(12345);
+}
+
+TEST(Compile, ErasedEntriesReleaseCapturedArrays) {
+  random::normal({1}).eval(); // the default key is created on first use
+  synchronize();
+  size_t base = get_active_memory();
+  {
+    array w = random::normal({256, 256});
+    w.eval();
+    ArrayFn f = [w](const std::vector<array>& in) {
+      auto parts = split(matmul(in[0], w), 2, -1);
+      return std::vector<array>{concatenate({parts[1], parts[0]}, -1)};
+    };
+    auto cf = compile(f, 777);
+    array out = cf({random::normal({4, 256})})[0];
+    out.eval();
+    erase(777);
+  }
+  synchronize();
+  EXPECT_EQ(get_active_memory(), base);
+}
+
+TEST(Compile, ModesAndDisable) {
+  int traces = 0;
+  ArrayFn f = [&traces](const std::vector<array>& in) {
+    ++traces;
+    return std::vector<array>{add(in[0], array(1.0f))};
+  };
+  auto cf = compile(f, 999);
+  disable_compile();
+  cf({array(1.0f)});
+  cf({array(1.0f)});
+  EXPECT_EQ(traces, 2);
+  enable_compile();
+  set_compile_mode(CompileMode::no_fuse);
+  EXPECT_EQ(cf({array(1.0f)})[0].item<float>(), 2.0f);
+  set_compile_mode(CompileMode::enabled);
+  erase(999);
+}
+
+TEST(Compile, PlaceholderEvaluationRaises) {
+  array p = make_placeholder({2}, float32);
+  EXPECT_THROW(exp(p).eval(), std::invalid_argument);
+}
+
+TEST(Compile, FusedNodeTransformsByExpansion) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    return std::vector<array>{multiply(tanh(in[0]), exp(in[0]))};
+  };
+  array x = array({0.1f, -0.5f, 1.2f});
+  Graph g = trace(f, {x});
+  simplify(g);
+  fuse(g);
+  ASSERT_EQ(count_named(g, "Compiled"), 1);
+  ArrayFn fused = [&g](const std::vector<array>& in) { return replay(g, in, false); };
+  array ones = array({1.0f, 1.0f, 1.0f});
+  auto [outs, grads] = vjp(fused, {x}, {ones});
+  auto [outs_e, grads_e] = vjp(f, {x}, {ones});
+  expect_close(outs[0], outs_e[0]);
+  expect_close(grads[0], grads_e[0]);
+  auto [o2, tangents] = jvp(fused, {x}, {ones});
+  auto [o2e, tangents_e] = jvp(f, {x}, {ones});
+  expect_close(tangents[0], tangents_e[0]);
+  array xs = random::normal({4, 3});
+  expect_close(vmap(fused, {0}, {0})({xs})[0], vmap(f, {0}, {0})({xs})[0]);
+}
