@@ -16,8 +16,8 @@ PrimitiveTraits traits_of(const array& a) { return a.primitive().traits(); }
 
 TEST(Traits, ElementwiseFamiliesAreElementwise) {
   array x = array({1.0f, -2.0f});
-  for (const array& y : {exp(x), add(x, x), where(greater(x, array(0.0f)), x, x), astype(x, int32),
-                         copy(x)}) {
+  for (const array& y :
+       {exp(x), add(x, x), where(greater(x, array(0.0f)), x, x), astype(x, int32), copy(x)}) {
     PrimitiveTraits t = traits_of(y);
     EXPECT_TRUE(t.elementwise) << y.primitive().name();
     EXPECT_FALSE(t.reduction) << y.primitive().name();
