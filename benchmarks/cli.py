@@ -131,6 +131,9 @@ def main(argv=None):
         for impl, info in meta["impls"].items():
             print(f"  {impl}: {info.get('reason', info.get('status'))}")
         return 1
+    for impl, info in meta.get("impls", {}).items():
+        if info.get("blas_core"):
+            print(f"{impl}: BLAS core {info['blas_core']}")
     print(report.text_table(records, limits, meta))
     report.write_json(args.output, meta, limits, records)
     print(f"\nJSON: {os.path.relpath(args.output)}; took {meta['elapsed_s']:.0f} s")

@@ -271,7 +271,12 @@ class MlxFamily(Framework):
     def info(self):
         mod = importlib.import_module(self.package)
         version = getattr(self.m, "__version__", None) or getattr(mod, "__version__", None)
-        return {"version": version, "module": getattr(mod, "__file__", None)}
+        info = {"version": version, "module": getattr(mod, "__file__", None)}
+        # The BLAS kernels in use decide every matmul-bound row: name them.
+        blas_core = getattr(self.m, "_blas_core", None)
+        if blas_core is not None:
+            info["blas_core"] = blas_core()
+        return info
 
 
 class NumpyFw(Framework):

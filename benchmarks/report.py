@@ -172,7 +172,9 @@ def markdown_section(meta, limits, records):
         f"{machine.get('os', '?')}; Python {meta.get('python', '?')}.",
         "",
         "Implementations: " + ", ".join(
-            f"{name} {info.get('version') or ''}".strip() if info.get("status") == "ok"
+            f"{name} {info.get('version') or ''}".strip()
+            + (f" (BLAS core {info['blas_core']})" if info.get("blas_core") else "")
+            if info.get("status") == "ok"
             else f"{name} ({info.get('status')}: {info.get('reason', '')[:80]})"
             for name, info in impls.items()) + ".",
         "",

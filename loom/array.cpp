@@ -102,13 +102,14 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
   desc_->node = std::make_shared<Node>(std::move(primitive), std::move(inputs));
   desc_->node->outputs.push_back(desc_);
   desc_->is_tracer = transforms::in_trace();
+  if (desc_->is_tracer) transforms::record_tracer(desc_);
 }
 
 std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                       const std::shared_ptr<Primitive>& primitive,
                                       std::vector<array> inputs) {
   auto node = std::make_shared<Node>(primitive, std::move(inputs));
-  bool tracer = transforms::in_trace();
+  const bool tracer = transforms::in_trace();
   std::vector<array> outputs;
   outputs.reserve(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -116,6 +117,7 @@ std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vect
     desc->node = node;
     desc->output_index = static_cast<uint32_t>(i);
     desc->is_tracer = tracer;
+    if (tracer) transforms::record_tracer(desc);
     node->outputs.push_back(desc);
     outputs.emplace_back(std::move(desc));
   }

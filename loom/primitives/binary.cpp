@@ -2,7 +2,6 @@
 
 #include <memory>
 
-#include "loom/backend/cpu/elementwise.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
@@ -17,123 +16,11 @@ array cast_to(const array& x, Dtype dtype, Stream s) {
   return x.dtype() == dtype ? x : astype(x, dtype, s);
 }
 
-bool needs_output(BinaryOp op) { return op == BinaryOp::Divide || op == BinaryOp::Power; }
-
-// g times the partial derivative of `op` with respect to input `arg`
-// (conjugated for reverse mode, MLX's convention for complex inputs).
-// `out` is op(a, b); only Divide and Power read it.
-array chain_rule(BinaryOp op, int arg, const array& a, const array& b, const array& out,
-                 const array& g, bool conj_derivative, Stream s) {
-  auto d = [&](const array& v) { return conj_derivative ? conj_if_complex(v, s) : v; };
-  auto zero = [&](const array& like) { return array(0.0, like.dtype()); };
-  switch (op) {
-    case BinaryOp::Add:
-      return g;
-    case BinaryOp::Subtract:
-      return arg == 0 ? g : negative(g, s);
-    case BinaryOp::Multiply:
-      return multiply(g, d(arg == 0 ? b : a), s);
-    case BinaryOp::Divide:
-      if (arg == 0) return divide(g, d(b), s);
-      return negative(multiply(g, d(divide(out, b, s)), s), s);
-    case BinaryOp::Remainder:
-      // a mod b = a - b * floor(a / b): piecewise linear in both.
-      if (arg == 0) return g;
-      return negative(multiply(g, floor_divide(a, b, s), s), s);
-    case BinaryOp::Power: {
-      if (arg == 0) {
-        array one(1.0, b.dtype());
-        return multiply(g, d(multiply(b, power(a, subtract(b, one, s), s), s)), s);
-      }
-      // d/db a^b = a^b log(a); taken as 0 where a^b is 0 (a = 0, b > 0),
-      // where the product would otherwise be 0 * -inf.
-      array t = multiply(out, log(a, s), s);
-      array zero_out = equal(out, array(0.0, out.dtype()), s);
-      return multiply(g, d(where(zero_out, zero(t), t, s)), s);
-    }
-    case BinaryOp::Maximum: {
-      // Ties send the gradient to b, as in MLX.
-      array a_wins = greater(a, b, s);
-      return arg == 0 ? where(a_wins, g, zero(g), s) : where(a_wins, zero(g), g, s);
-    }
-    case BinaryOp::Minimum: {
-      array a_wins = less(a, b, s);
-      return arg == 0 ? where(a_wins, g, zero(g), s) : where(a_wins, zero(g), g, s);
-    }
-    default:
-      // Comparisons, logic, bitwise ops and floor_divide are piecewise
-      // constant: zero gradient.
-      return zeros_like(arg == 0 ? a : b, s);
-  }
-}
-
 } // namespace
 
-const char* binary_op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add:
-      return "Add";
-    case BinaryOp::Subtract:
-      return "Subtract";
-    case BinaryOp::Multiply:
-      return "Multiply";
-    case BinaryOp::Divide:
-      return "Divide";
-    case BinaryOp::FloorDivide:
-      return "FloorDivide";
-    case BinaryOp::Remainder:
-      return "Remainder";
-    case BinaryOp::Power:
-      return "Power";
-    case BinaryOp::Maximum:
-      return "Maximum";
-    case BinaryOp::Minimum:
-      return "Minimum";
-    case BinaryOp::Equal:
-      return "Equal";
-    case BinaryOp::NotEqual:
-      return "NotEqual";
-    case BinaryOp::Less:
-      return "Less";
-    case BinaryOp::LessEqual:
-      return "LessEqual";
-    case BinaryOp::Greater:
-      return "Greater";
-    case BinaryOp::GreaterEqual:
-      return "GreaterEqual";
-    case BinaryOp::LogicalAnd:
-      return "LogicalAnd";
-    case BinaryOp::LogicalOr:
-      return "LogicalOr";
-    case BinaryOp::BitwiseAnd:
-      return "BitwiseAnd";
-    case BinaryOp::BitwiseOr:
-      return "BitwiseOr";
-    case BinaryOp::BitwiseXor:
-      return "BitwiseXor";
-    case BinaryOp::LeftShift:
-      return "LeftShift";
-    case BinaryOp::RightShift:
-      return "RightShift";
-  }
-  return "Binary";
-}
+const char* binary_op_name(BinaryOp op) { return ew::info(op).name; }
 
-bool binary_op_is_predicate(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Equal:
-    case BinaryOp::NotEqual:
-    case BinaryOp::Less:
-    case BinaryOp::LessEqual:
-    case BinaryOp::Greater:
-    case BinaryOp::GreaterEqual:
-    case BinaryOp::LogicalAnd:
-    case BinaryOp::LogicalOr:
-      return true;
-    default:
-      return false;
-  }
-}
+bool binary_op_is_predicate(BinaryOp op) { return ew::info(op).yields == ew::Yields::boolean; }
 
 Dtype binary_output_dtype(BinaryOp op, Dtype input) {
   return binary_op_is_predicate(op) ? bool_ : input;
@@ -169,10 +56,6 @@ int align_batched_inputs(std::vector<array>& inputs, const std::vector<int>& axe
   return target;
 }
 
-void Binary::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  cpu::binary(op_, inputs[0], inputs[1], outputs[0]);
-}
-
 std::vector<Shape> Binary::output_shapes(const std::vector<array>& inputs) {
   return {inputs[0].shape()};
 }
@@ -182,8 +65,9 @@ std::vector<array> Binary::vjp(const std::vector<array>& primals,
                                const std::vector<int>& argnums, const std::vector<array>& outputs) {
   std::vector<array> grads;
   for (int arg : argnums) {
-    array g =
-        chain_rule(op_, arg, primals[0], primals[1], outputs[0], cotangents[0], true, stream());
+    const Stream s = stream();
+    array g = ew::derivative(op_, {arg, primals[0], primals[1], outputs[0], cotangents[0],
+                                   /*reverse=*/true, s});
     grads.push_back(cast_to(g, primals[arg].dtype(), stream()));
   }
   return grads;
@@ -196,10 +80,12 @@ std::vector<array> Binary::jvp(const std::vector<array>& primals,
   const array& b = primals[1];
   if (binary_op_is_predicate(op_)) return {zeros_like(primals[argnums[0]], stream())};
   // Rebuilt lazily: only evaluated when the rule reads it.
-  array out = needs_output(op_) ? make_binary(op_, a, b, stream()) : a;
+  const Stream s = stream();
+  array out = ew::info(op_).derivative_reads_output ? make_binary(op_, a, b, s) : a;
   std::vector<array> terms;
   for (size_t i = 0; i < argnums.size(); ++i) {
-    terms.push_back(chain_rule(op_, argnums[i], a, b, out, tangents[i], false, stream()));
+    terms.push_back(
+        ew::derivative(op_, {argnums[i], a, b, out, tangents[i], /*reverse=*/false, s}));
   }
   array t = terms[0];
   for (size_t i = 1; i < terms.size(); ++i) t = add(t, terms[i], stream());

@@ -8,34 +8,10 @@
 
 #include <cstdint>
 
+#include "loom/primitives/elementwise_table.h"
 #include "loom/primitives/primitive.h"
 
 namespace loom {
-
-enum class BinaryOp : uint8_t {
-  Add,
-  Subtract,
-  Multiply,
-  Divide,
-  FloorDivide, // integers and reals (complex floor_divide is divide)
-  Remainder,
-  Power,
-  Maximum,
-  Minimum,
-  Equal,
-  NotEqual,
-  Less,
-  LessEqual,
-  Greater,
-  GreaterEqual,
-  LogicalAnd,
-  LogicalOr,
-  BitwiseAnd,
-  BitwiseOr,
-  BitwiseXor,
-  LeftShift,
-  RightShift,
-};
 
 const char* binary_op_name(BinaryOp op);
 // True for the ops whose output is bool whatever the input dtype.

@@ -115,4 +115,54 @@ bool Eye::is_equivalent(const Primitive& other) const {
 
 void Eye::print_params(std::ostream& os) const { os << "n=" << n_ << ", m=" << m_ << ", k=" << k_; }
 
+// --- AsType -------------------------------------------------------------------
+
+std::vector<Shape> AsType::output_shapes(const std::vector<array>& inputs) {
+  return {inputs[0].shape()};
+}
+
+std::vector<array> AsType::vjp(const std::vector<array>& primals,
+                               const std::vector<array>& cotangents, const std::vector<int>&,
+                               const std::vector<array>&) {
+  return {astype(cotangents[0], primals[0].dtype(), stream())};
+}
+
+std::vector<array> AsType::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                               const std::vector<int>&) {
+  return {astype(tangents[0], dtype_, stream())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> AsType::vmap(const std::vector<array>& inputs,
+                                                             const std::vector<int>& axes) {
+  return {{astype(inputs[0], dtype_, stream())}, {axes[0]}};
+}
+
+bool AsType::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const AsType*>(&other);
+  return o && o->dtype_ == dtype_;
+}
+
+void AsType::print_params(std::ostream& os) const { os << "dtype=" << dtype_; }
+
+// --- Copy ---------------------------------------------------------------------
+
+std::vector<Shape> Copy::output_shapes(const std::vector<array>& inputs) {
+  return {inputs[0].shape()};
+}
+
+std::vector<array> Copy::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
+                             const std::vector<int>&, const std::vector<array>&) {
+  return {cotangents[0]};
+}
+
+std::vector<array> Copy::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                             const std::vector<int>&) {
+  return {tangents[0]};
+}
+
+std::pair<std::vector<array>, std::vector<int>> Copy::vmap(const std::vector<array>& inputs,
+                                                           const std::vector<int>& axes) {
+  return {{copy(inputs[0], stream())}, {axes[0]}};
+}
+
 } // namespace loom

@@ -1,5 +1,6 @@
-// Arrays made from parameters: Full (materialises a broadcast value), Arange,
-// Linspace and Eye. Kernels live in backend/cpu/creation.cpp.
+// The creation family, whose ops are in ops/creation: arrays made from
+// parameters (Full materialises a broadcast value, Arange, Linspace, Eye)
+// and the copies AsType and Copy. Kernels live in backend/cpu/creation.cpp.
 #pragma once
 
 #include "loom/primitives/primitive.h"
@@ -102,6 +103,61 @@ class Eye : public Primitive {
   int m_;
   int k_;
   Dtype dtype_;
+};
+
+// Element type conversion. Float to integer truncates toward zero; values
+// outside the target's range follow the x86 conversion rules MLX inherits
+// (see backend/cpu/creation.cpp), complex to real keeps the real part, anything
+// to bool is `!= 0`.
+class AsType : public Primitive {
+ public:
+  AsType(Stream stream, Dtype dtype) : Primitive(stream), dtype_(dtype) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "AsType"; }
+  void print_params(std::ostream& os) const override;
+  PrimitiveTraits traits() const override {
+    PrimitiveTraits t;
+    t.elementwise = true;
+    return t;
+  }
+  Dtype dtype() const { return dtype_; }
+
+ private:
+  Dtype dtype_;
+};
+
+// The same values in a fresh row-major buffer.
+class Copy : public Primitive {
+ public:
+  explicit Copy(Stream stream) : Primitive(stream) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override {
+    return dynamic_cast<const Copy*>(&other) != nullptr;
+  }
+  const char* name() const override { return "Copy"; }
+  PrimitiveTraits traits() const override {
+    PrimitiveTraits t;
+    t.elementwise = true;
+    t.noop = true;
+    return t;
+  }
 };
 
 } // namespace loom

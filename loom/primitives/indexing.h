@@ -1,7 +1,6 @@
-// Slicing, slice updates, concatenation and split. Slice and each output of
-// Split are views on the input's buffer; Concatenate and SliceUpdate write a
-// new one (SliceUpdate reuses its input's when it may). Kernels live in
-// backend/cpu/indexing.cpp.
+// Slicing and slice updates. Slice is a view on the input's buffer;
+// SliceUpdate writes a new one (or reuses its input's when it may). Kernels
+// live in backend/cpu/indexing.cpp.
 #pragma once
 
 #include <vector>
@@ -68,60 +67,6 @@ class SliceUpdate : public Primitive {
   Shape start_;
   Shape stop_;
   Shape strides_;
-};
-
-// inputs share a dtype and every dimension but `axis`.
-class Concatenate : public Primitive {
- public:
-  Concatenate(Stream stream, int axis) : Primitive(stream), axis_(axis) {}
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  const char* name() const override { return "Concatenate"; }
-  void print_params(std::ostream& os) const override;
-  int axis() const { return axis_; }
-
- private:
-  int axis_;
-};
-
-// One node, several outputs: piece i spans [bound[i-1], bound[i]) along
-// `axis` (bound[-1] = 0, bound[n] = the axis' length); a bound below its
-// predecessor gives an empty piece, as in NumPy. Bounds lie in [0, dim].
-class Split : public Primitive {
- public:
-  Split(Stream stream, Shape bounds, int axis)
-      : Primitive(stream), bounds_(std::move(bounds)), axis_(axis) {}
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  const char* name() const override { return "Split"; }
-  void print_params(std::ostream& os) const override;
-  PrimitiveTraits traits() const override {
-    PrimitiveTraits t;
-    t.multi_output = true;
-    return t;
-  }
-  // (start, length) of each piece along the axis for an axis of length `dim`.
-  std::vector<std::pair<int32_t, int32_t>> pieces(int32_t dim) const;
-
- private:
-  Shape bounds_;
-  int axis_;
 };
 
 } // namespace loom

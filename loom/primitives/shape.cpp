@@ -5,8 +5,10 @@
 #include <numeric>
 
 #include "loom/ops/creation.h"
+#include "loom/ops/elementwise.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/batching.h"
 
 namespace loom {
 
@@ -112,8 +114,8 @@ std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_
 
 namespace {
 
-array batch_first(const array& x, int axis, const Stream& s) {
-  return axis == 0 ? x : moveaxis(x, axis, 0, s);
+void print_shape_param(std::ostream& os, const char* label, const Shape& s) {
+  os << label << "=" << shape_to_string(s);
 }
 
 template <typename T>
@@ -360,54 +362,134 @@ bool Squeeze::is_equivalent(const Primitive& other) const {
 
 void Squeeze::print_params(std::ostream& os) const { print_list(os, "axes", axes_); }
 
-// --- AsType -------------------------------------------------------------------
+// --- Concatenate --------------------------------------------------------------
 
-std::vector<Shape> AsType::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
+std::vector<Shape> Concatenate::output_shapes(const std::vector<array>& inputs) {
+  Shape out = inputs[0].shape();
+  out[axis_] = 0;
+  for (auto& in : inputs) out[axis_] += in.shape(axis_);
+  return {out};
 }
 
-std::vector<array> AsType::vjp(const std::vector<array>& primals,
-                               const std::vector<array>& cotangents, const std::vector<int>&,
-                               const std::vector<array>&) {
-  return {astype(cotangents[0], primals[0].dtype(), stream())};
+std::vector<array> Concatenate::vjp(const std::vector<array>& primals,
+                                    const std::vector<array>& cotangents,
+                                    const std::vector<int>& argnums, const std::vector<array>&) {
+  std::vector<int32_t> offsets{0};
+  for (auto& p : primals) offsets.push_back(offsets.back() + p.shape(axis_));
+  const array& cot = cotangents[0];
+  std::vector<array> out;
+  for (int arg : argnums) {
+    Shape start(cot.ndim(), 0);
+    Shape stop = cot.shape();
+    Shape strides(cot.ndim(), 1);
+    start[axis_] = offsets[arg];
+    stop[axis_] = offsets[arg + 1];
+    out.push_back(slice(cot, start, stop, strides, stream()));
+  }
+  return out;
 }
 
-std::vector<array> AsType::jvp(const std::vector<array>&, const std::vector<array>& tangents,
-                               const std::vector<int>&) {
-  return {astype(tangents[0], dtype_, stream())};
+std::vector<array> Concatenate::jvp(const std::vector<array>& primals,
+                                    const std::vector<array>& tangents,
+                                    const std::vector<int>& argnums) {
+  std::vector<array> parts;
+  for (auto& p : primals) parts.push_back(zeros_like(p, stream()));
+  for (size_t i = 0; i < argnums.size(); ++i) parts[argnums[i]] = tangents[i];
+  return {concatenate(parts, axis_, stream())};
 }
 
-std::pair<std::vector<array>, std::vector<int>> AsType::vmap(const std::vector<array>& inputs,
-                                                             const std::vector<int>& axes) {
-  return {{astype(inputs[0], dtype_, stream())}, {axes[0]}};
+std::pair<std::vector<array>, std::vector<int>> Concatenate::vmap(const std::vector<array>& inputs,
+                                                                  const std::vector<int>& axes) {
+  const int32_t batch = batch_size(inputs, axes);
+  std::vector<array> parts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    parts.push_back(batched(inputs[i], axes[i], batch, stream()));
+  }
+  return {{concatenate(parts, axis_ + 1, stream())}, {0}};
 }
 
-bool AsType::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const AsType*>(&other);
-  return o && o->dtype_ == dtype_;
+bool Concatenate::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const Concatenate*>(&other);
+  return o && o->axis_ == axis_;
 }
 
-void AsType::print_params(std::ostream& os) const { os << "dtype=" << dtype_; }
+void Concatenate::print_params(std::ostream& os) const { os << "axis=" << axis_; }
 
-// --- Copy ---------------------------------------------------------------------
+// --- Split --------------------------------------------------------------------
 
-std::vector<Shape> Copy::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
+std::vector<std::pair<int32_t, int32_t>> Split::pieces(int32_t dim) const {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  int32_t prev = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    int32_t stop = i < bounds_.size() ? std::min(bounds_[i], dim) : dim;
+    out.emplace_back(std::min(prev, dim), std::max(0, stop - prev));
+    prev = stop;
+  }
+  return out;
 }
 
-std::vector<array> Copy::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
-                             const std::vector<int>&, const std::vector<array>&) {
-  return {cotangents[0]};
+std::vector<Shape> Split::output_shapes(const std::vector<array>& inputs) {
+  std::vector<Shape> out;
+  for (auto [start, length] : pieces(inputs[0].shape(axis_))) {
+    Shape shape = inputs[0].shape();
+    shape[axis_] = length;
+    out.push_back(shape);
+  }
+  return out;
 }
 
-std::vector<array> Copy::jvp(const std::vector<array>&, const std::vector<array>& tangents,
-                             const std::vector<int>&) {
-  return {tangents[0]};
+std::vector<array> Split::vjp(const std::vector<array>& primals,
+                              const std::vector<array>& cotangents, const std::vector<int>&,
+                              const std::vector<array>&) {
+  const array& in = primals[0];
+  auto parts = pieces(in.shape(axis_));
+  bool tiles = true; // pieces in order, without overlap
+  for (size_t i = 1; i < bounds_.size(); ++i) tiles = tiles && bounds_[i - 1] <= bounds_[i];
+  if (tiles && cotangents.size() == parts.size()) {
+    std::vector<array> cots;
+    for (auto& c : cotangents) cots.push_back(astype(c, in.dtype(), stream()));
+    return {concatenate(cots, axis_, stream())};
+  }
+  // Overlapping pieces (bounds out of order): accumulate each region.
+  array g = zeros_like(in, stream());
+  for (size_t i = 0; i < parts.size() && i < cotangents.size(); ++i) {
+    auto [start, length] = parts[i];
+    if (length == 0) continue;
+    Shape lo(in.ndim(), 0);
+    Shape hi = in.shape();
+    Shape step(in.ndim(), 1);
+    lo[axis_] = start;
+    hi[axis_] = start + length;
+    g = slice_update(g, add(slice(g, lo, hi, step, stream()), cotangents[i], stream()), lo, hi,
+                     step, stream());
+  }
+  return {g};
 }
 
-std::pair<std::vector<array>, std::vector<int>> Copy::vmap(const std::vector<array>& inputs,
-                                                           const std::vector<int>& axes) {
-  return {{copy(inputs[0], stream())}, {axes[0]}};
+std::vector<array> Split::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                              const std::vector<int>&) {
+  return split(tangents[0], bounds_, axis_, stream());
+}
+
+std::pair<std::vector<array>, std::vector<int>> Split::vmap(const std::vector<array>& inputs,
+                                                            const std::vector<int>& axes) {
+  if (axes[0] < 0) {
+    auto out = split(inputs[0], bounds_, axis_, stream());
+    return {out, std::vector<int>(out.size(), -1)};
+  }
+  array x = batch_first(inputs[0], axes[0], stream());
+  auto out = split(x, bounds_, axis_ + 1, stream());
+  return {out, std::vector<int>(out.size(), 0)};
+}
+
+bool Split::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const Split*>(&other);
+  return o && o->bounds_ == bounds_ && o->axis_ == axis_;
+}
+
+void Split::print_params(std::ostream& os) const {
+  print_shape_param(os, "indices", bounds_);
+  os << ", axis=" << axis_;
 }
 
 } // namespace loom

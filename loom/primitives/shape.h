@@ -1,6 +1,7 @@
-// Shape primitives: views that share their input's buffer (Reshape of
-// compatible layouts, Transpose, Broadcast, ExpandDims, Squeeze) and the two
-// copies (AsType, Copy). Their CPU kernels live in backend/cpu/shape.cpp.
+// Shape primitives, whose ops are in ops/shape: views that share their
+// input's buffer (Reshape of compatible layouts, Transpose, Broadcast,
+// ExpandDims, Squeeze, each output of Split) and Concatenate. Their CPU
+// kernels live in backend/cpu/shape.cpp.
 #pragma once
 
 #include <optional>
@@ -166,13 +167,10 @@ class Squeeze : public Primitive {
   std::vector<int> axes_;
 };
 
-// Element type conversion. Float to integer truncates toward zero; values
-// outside the target's range follow the x86 conversion rules MLX inherits
-// (see backend/cpu/shape.cpp), complex to real keeps the real part, anything
-// to bool is `!= 0`.
-class AsType : public Primitive {
+// inputs share a dtype and every dimension but `axis`.
+class Concatenate : public Primitive {
  public:
-  AsType(Stream stream, Dtype dtype) : Primitive(stream), dtype_(dtype) {}
+  Concatenate(Stream stream, int axis) : Primitive(stream), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
@@ -183,23 +181,21 @@ class AsType : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
-  const char* name() const override { return "AsType"; }
+  const char* name() const override { return "Concatenate"; }
   void print_params(std::ostream& os) const override;
-  PrimitiveTraits traits() const override {
-    PrimitiveTraits t;
-    t.elementwise = true;
-    return t;
-  }
-  Dtype dtype() const { return dtype_; }
+  int axis() const { return axis_; }
 
  private:
-  Dtype dtype_;
+  int axis_;
 };
 
-// The same values in a fresh row-major buffer.
-class Copy : public Primitive {
+// One node, several outputs: piece i spans [bound[i-1], bound[i]) along
+// `axis` (bound[-1] = 0, bound[n] = the axis' length); a bound below its
+// predecessor gives an empty piece, as in NumPy. Bounds lie in [0, dim].
+class Split : public Primitive {
  public:
-  explicit Copy(Stream stream) : Primitive(stream) {}
+  Split(Stream stream, Shape bounds, int axis)
+      : Primitive(stream), bounds_(std::move(bounds)), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
@@ -209,16 +205,20 @@ class Copy : public Primitive {
                          const std::vector<int>& argnums) override;
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override {
-    return dynamic_cast<const Copy*>(&other) != nullptr;
-  }
-  const char* name() const override { return "Copy"; }
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "Split"; }
+  void print_params(std::ostream& os) const override;
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;
-    t.elementwise = true;
-    t.noop = true;
+    t.multi_output = true;
     return t;
   }
+  // (start, length) of each piece along the axis for an axis of length `dim`.
+  std::vector<std::pair<int32_t, int32_t>> pieces(int32_t dim) const;
+
+ private:
+  Shape bounds_;
+  int axis_;
 };
 
 } // namespace loom

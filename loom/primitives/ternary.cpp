@@ -2,7 +2,6 @@
 
 #include <memory>
 
-#include "loom/backend/cpu/elementwise.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/primitives/binary.h"
@@ -13,10 +12,6 @@ array make_select(const array& condition, const array& x, const array& y, Stream
   return array(x.shape(), x.dtype(), std::make_shared<Select>(stream), {condition, x, y});
 }
 
-void Select::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  cpu::select(inputs[0], inputs[1], inputs[2], outputs[0]);
-}
-
 std::vector<Shape> Select::output_shapes(const std::vector<array>& inputs) {
   return {inputs[1].shape()};
 }
@@ -24,19 +19,12 @@ std::vector<Shape> Select::output_shapes(const std::vector<array>& inputs) {
 std::vector<array> Select::vjp(const std::vector<array>& primals,
                                const std::vector<array>& cotangents,
                                const std::vector<int>& argnums, const std::vector<array>&) {
-  const array& condition = primals[0];
-  const array& cot = cotangents[0];
-  array zero(0.0, cot.dtype());
+  const Stream s = stream();
   std::vector<array> grads;
   for (int arg : argnums) {
-    if (arg == 0) {
-      grads.push_back(zeros_like(condition, stream()));
-    } else {
-      array g =
-          arg == 1 ? where(condition, cot, zero, stream()) : where(condition, zero, cot, stream());
-      if (g.dtype() != primals[arg].dtype()) g = astype(g, primals[arg].dtype(), stream());
-      grads.push_back(g);
-    }
+    array g = ew::Select::derivative({arg, primals[0], primals[1], primals[2], cotangents[0], s});
+    if (g.dtype() != primals[arg].dtype()) g = astype(g, primals[arg].dtype(), s);
+    grads.push_back(g);
   }
   return grads;
 }
@@ -51,13 +39,15 @@ std::vector<array> Select::jvp(const std::vector<array>& primals,
     if (argnums[i] == 1) tx = &tangents[i];
     if (argnums[i] == 2) ty = &tangents[i];
   }
-  const Dtype dt = primals[1].dtype();
-  array zero(0.0, dt);
   // The condition is piecewise constant: its tangent does not contribute.
+  // Both branches at once is one select rather than the sum of two.
   if (tx != nullptr && ty != nullptr) return {where(condition, *tx, *ty, stream())};
-  if (tx != nullptr) return {where(condition, *tx, zero, stream())};
-  if (ty != nullptr) return {where(condition, zero, *ty, stream())};
-  return {zeros_like(primals[1], stream())};
+  const Stream s = stream();
+  if (tx != nullptr)
+    return {ew::Select::derivative({1, condition, primals[1], primals[2], *tx, s})};
+  if (ty != nullptr)
+    return {ew::Select::derivative({2, condition, primals[1], primals[2], *ty, s})};
+  return {zeros_like(primals[1], s)};
 }
 
 std::pair<std::vector<array>, std::vector<int>> Select::vmap(const std::vector<array>& inputs,

@@ -7,37 +7,15 @@
 
 #include <cstdint>
 
+#include "loom/primitives/elementwise_table.h"
 #include "loom/primitives/primitive.h"
 
 namespace loom {
 
-enum class UnaryOp : uint8_t {
-  Negative,
-  Abs,
-  Sign,
-  Square,
-  Sqrt,
-  Rsqrt,
-  Reciprocal,
-  Exp,
-  Log,
-  Sin,
-  Cos,
-  Tanh,
-  Erf,
-  Sigmoid,
-  LogicalNot,
-  BitwiseInvert,
-  IsNan,
-  IsInf,
-  Floor,
-  Ceil,
-  Conjugate, // internal: complex vjp rules need conj(z); identity on real types
-};
-
-// "Exp", "LogicalNot", ... (the primitive's printed name).
+// "Exp", "LogicalNot", ... (the primitive's printed name, from the op table).
 const char* unary_op_name(UnaryOp op);
-// bool for the predicates, float32 for abs of complex64, else the input dtype.
+// The entry's output rule: bool for the predicates, float32 for abs of
+// complex64, else the input dtype.
 Dtype unary_output_dtype(UnaryOp op, Dtype input);
 
 class Unary : public Primitive {

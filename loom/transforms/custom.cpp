@@ -4,8 +4,7 @@
 #include <sstream>
 
 #include "loom/ops/creation.h"
-
-#include "loom/primitives/transforms.h"
+#include "loom/transforms/primitives.h"
 #include "loom/transforms/tape.h"
 #include "loom/transforms/trace.h"
 #include "loom/transforms/transforms.h"

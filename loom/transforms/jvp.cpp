@@ -66,8 +66,6 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const ArrayFn& fun,
       output_tangents.push_back(t != tan.end() ? t->second : zeros_like(o));
     }
   }
-  transforms::release_tracers(outputs);
-  transforms::release_tracers(output_tangents);
   return {outputs, output_tangents};
 }
 

@@ -2,8 +2,6 @@
 
 #include <unordered_map>
 
-#include "loom/transforms/trace.h"
-
 namespace loom::transforms {
 
 namespace {
@@ -64,11 +62,6 @@ Tape build_tape(const std::vector<array>& outputs,
     }
   }
   return tape;
-}
-
-void release_tracers(std::vector<array>& arrays) {
-  if (in_trace()) return;
-  for (auto& a : arrays) a.set_tracer(false);
 }
 
 } // namespace loom::transforms

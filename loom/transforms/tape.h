@@ -29,8 +29,4 @@ struct Tape {
 Tape build_tape(const std::vector<array>& outputs,
                 const std::unordered_set<const Node*>& sources, TransformKind kind);
 
-// Makes the outputs of a finished outermost transform ordinary arrays again,
-// so evaluating them releases their graphs.
-void release_tracers(std::vector<array>& arrays);
-
 } // namespace loom::transforms

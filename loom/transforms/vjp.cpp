@@ -5,8 +5,8 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
-#include "loom/primitives/transforms.h"
 #include "loom/transforms/marker.h"
+#include "loom/transforms/primitives.h"
 #include "loom/transforms/tape.h"
 #include "loom/transforms/trace.h"
 #include "loom/transforms/transforms.h"
@@ -109,8 +109,6 @@ std::pair<std::vector<array>, std::vector<array>> vjp(const ArrayFn& fun,
       grads.push_back(c != cotan.end() ? c->second : zeros_like(primals[i]));
     }
   }
-  transforms::release_tracers(outputs);
-  transforms::release_tracers(grads);
   return {outputs, grads};
 }
 
@@ -144,7 +142,6 @@ ValueAndGradFn value_and_grad(const ArrayFn& fun, std::vector<int> argnums) {
     };
     auto [loss, grads] = vjp(loss_only, primals, {array(1.0f)});
     all_outputs[0] = loss[0];
-    transforms::release_tracers(all_outputs);
     return std::make_pair(all_outputs, grads);
   };
 }

@@ -5,7 +5,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/shape.h"
-#include "loom/primitives/transforms.h"
+#include "loom/transforms/primitives.h"
 #include "loom/transforms/tape.h"
 #include "loom/transforms/trace.h"
 #include "loom/transforms/transforms.h"
@@ -140,7 +140,6 @@ std::vector<array> vmap_apply(const ArrayFn& fun, const std::vector<array>& inpu
                               : moveaxis(m->second.value, m->second.axis, target));
       }
     }
-    transforms::release_tracers(results);
     return results;
   }
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "loom/backend/cpu/blas_info.h"
 #include "utils.h"
 
 // Transforms, eval/async_eval and tree utilities (python/src/transforms.cpp).
@@ -132,6 +133,9 @@ NB_MODULE(core, m) {
   m.attr("inf") = INFINITY;
   m.attr("nan") = NAN;
   m.attr("newaxis") = nb::none();
+
+  // The OpenBLAS kernels matmul runs on (the benchmark runner prints it).
+  m.def("_blas_core", [] { return loom::cpu::blas::core_name(); });
 
   if (debug_enabled()) loom::set_origin_hook(&python_origin);
 }

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "loom/ops.h"
-#include "loom/transforms/trace.h"
 #include "py_ref.h"
 #include "trees.h"
 
@@ -42,15 +41,6 @@ std::vector<std::string> to_str_list(nb::handle h) {
 }
 
 std::string python_type_name(nb::handle h) { return nb::cast<std::string>(h.type().attr("__name__")); }
-
-// Arrays returned from an outermost transform must not stay tracers, or
-// evaluating them would keep their whole graph alive.
-void release_tracers(nb::handle tree) {
-  if (transforms::in_trace()) return;
-  python::tree_visit(tree, [](nb::handle leaf) {
-    if (python::is_array(leaf)) nb::cast<array&>(leaf).set_tracer(false);
-  });
-}
 
 // The argument handling shared by grad and value_and_grad.
 struct GradSpec {
@@ -155,7 +145,6 @@ std::pair<nb::object, nb::object> value_and_grad_call(nb::callable fun, const Gr
     nb::sequence seq = nb::borrow<nb::sequence>(result);
     for (size_t i = 1; i < nb::len(seq); ++i) items.append(seq[i]);
     value = nb::isinstance<nb::tuple>(result) ? nb::object(nb::tuple(items)) : nb::object(items);
-    release_tracers(value);
   }
 
   size_t index = 0;

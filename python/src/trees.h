@@ -1,5 +1,5 @@
 // Trees of arrays: arbitrarily nested lists, tuples and dicts. One
-// implementation, used by eval, the transforms and loom.utils.
+// implementation, used by eval, the transforms and the Python package.
 #pragma once
 
 #include <nanobind/nanobind.h>

@@ -79,7 +79,7 @@ def test_long_chain_with_all_intermediates_alive():
 @pytest.mark.loom_only
 def test_grad_through_a_long_chain():
     # MLX 0.32.4 overflows its stack here (segmentation fault); Loom's graph
-    # walks are iterative (DESIGN.md section 2), so the gradient must work.
+    # walks are iterative (docs/architecture.md), so the gradient must work.
     out = _check(
         run_python(
             f"""

@@ -1,4 +1,4 @@
-"""Loom-only extras (DESIGN.md sections 3 and 4): the peak_memory context
+"""Loom-only extras (docs/architecture.md, Evaluation and Memory): the peak_memory context
 manager, LOOM_DEBUG=1 naming the Python line that built a failing node, and a
 clear, recoverable out-of-memory error.  MLX has none of these, so the tests are
 marked ``loom_only`` and deselected under the MLX oracle.  The custom_function

@@ -1,4 +1,4 @@
-// CPU kernels of slicing, slice updates, concatenation and split.
+// CPU kernels of slicing and slice updates.
 #include "loom/primitives/indexing.h"
 
 #include "loom/backend/cpu/copy.h"
@@ -37,26 +37,6 @@ void SliceUpdate::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
     region_strides[d] = out.strides()[d] * strides_[d];
   }
   cpu::copy_strided(update, out, region_strides, offset);
-}
-
-void Concatenate::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  array& out = outputs[0];
-  out.set_data(allocator::allocate(out.nbytes()));
-  const Strides& strides = out.strides();
-  int64_t offset = 0;
-  for (auto& in : inputs) {
-    cpu::copy_strided(in, out, strides, offset);
-    offset += static_cast<int64_t>(in.shape(axis_)) * strides[axis_];
-  }
-}
-
-void Split::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const array& in = inputs[0];
-  auto parts = pieces(in.shape(axis_));
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    make_view(in, outputs[i], in.strides(),
-              static_cast<int64_t>(parts[i].first) * in.strides()[axis_]);
-  }
 }
 
 } // namespace loom

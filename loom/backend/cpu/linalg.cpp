@@ -1,4 +1,4 @@
-// CPU kernel of Matmul through OpenBLAS.
+// CPU kernel of Matmul through OpenBLAS (loaded by backend/cpu/blas.cpp).
 //
 // Each operand's matrix dimensions go to BLAS as they lie in memory: a
 // row-major matrix as is, a column-major one (a transposed view) as a
@@ -8,13 +8,12 @@
 // through float32.
 #include "loom/primitives/linalg.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <complex>
 #include <cstring>
 #include <mutex>
 
+#include "loom/backend/cpu/blas.h"
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/types/dispatch.h"
@@ -31,7 +30,7 @@ constexpr double kSmallProduct = 65536.0 * 4;
 // a large product uses every core Loom may use and no more.
 void configure_blas() {
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(cpu::num_threads()); });
+  std::call_once(once, [] { cpu::blas::library().set_num_threads(cpu::num_threads()); });
 }
 
 // How one operand's matrix lies in memory, in BLAS terms.
@@ -56,14 +55,15 @@ void gemm(const BlasMatrix& a, const BlasMatrix& b, int64_t M, int64_t N, int64_
           const T* pb, T* pc) {
   const CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
+  const auto& blas = cpu::blas::library();
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, pa, a.ld, pb, b.ld, 0.0f, pc, N);
+    blas.sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, pa, a.ld, pb, b.ld, 0.0f, pc, N);
   } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, pa, a.ld, pb, b.ld, 0.0, pc, N);
+    blas.dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, pa, a.ld, pb, b.ld, 0.0, pc, N);
   } else {
     const std::complex<float> one(1.0f, 0.0f);
     const std::complex<float> zero(0.0f, 0.0f);
-    cblas_cgemm(CblasRowMajor, ta, tb, M, N, K, &one, pa, a.ld, pb, b.ld, &zero, pc, N);
+    blas.cgemm(CblasRowMajor, ta, tb, M, N, K, &one, pa, a.ld, pb, b.ld, &zero, pc, N);
   }
 }
 

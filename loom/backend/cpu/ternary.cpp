@@ -1,10 +1,13 @@
 // where(condition, x, y): a bool condition and x, y of one dtype, all of the
 // output's shape (possibly strided or broadcast views).
+#include "loom/primitives/ternary.h"
+
 #include <stdexcept>
 
 #include "loom/backend/cpu/elementwise.h"
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
+#include "loom/primitives/elementwise_table.h"
 #include "loom/types/dispatch.h"
 
 namespace loom::cpu {
@@ -37,7 +40,7 @@ void select_loop(const array& condition, const array& x, const array& y, array& 
       for (size_t i = s; i < e; ++i) {
         // Both loads happen, so the select vectorises as a blend.
         T xv = xs[i], yv = ys[i];
-        o[i] = c[i] != 0 ? xv : yv;
+        o[i] = ew::Select{}(c[i] != 0, xv, yv);
       }
     });
     return;
@@ -58,22 +61,24 @@ void select_loop(const array& condition, const array& x, const array& y, array& 
       if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
         for (int64_t i = 0; i < n; ++i) {
           T xv = xs[i], yv = ys[i];
-          o[i] = c[i] != 0 ? xv : yv;
+          o[i] = ew::Select{}(c[i] != 0, xv, yv);
         }
       } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
         const T yv = *ys; // where(mask, x, constant)
         for (int64_t i = 0; i < n; ++i) {
           T xv = xs[i];
-          o[i] = c[i] != 0 ? xv : yv;
+          o[i] = ew::Select{}(c[i] != 0, xv, yv);
         }
       } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
         const T xv = *xs; // where(mask, constant, y)
         for (int64_t i = 0; i < n; ++i) {
           T yv = ys[i];
-          o[i] = c[i] != 0 ? xv : yv;
+          o[i] = ew::Select{}(c[i] != 0, xv, yv);
         }
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i * st[0]] != 0 ? xs[i * st[1]] : ys[i * st[2]];
+        for (int64_t i = 0; i < n; ++i) {
+          o[i] = ew::Select{}(c[i * st[0]] != 0, xs[i * st[1]], ys[i * st[2]]);
+        }
       }
     });
   });
@@ -92,3 +97,11 @@ void select(const array& condition, const array& x, const array& y, array& out) 
 }
 
 } // namespace loom::cpu
+
+namespace loom {
+
+void Select::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  cpu::select(inputs[0], inputs[1], inputs[2], outputs[0]);
+}
+
+} // namespace loom

@@ -1,4 +1,4 @@
-#include "loom/primitives/transforms.h"
+#include "loom/transforms/primitives.h"
 
 #include <algorithm>
 #include <unordered_set>
@@ -42,9 +42,8 @@ void set_capture_warning_hook(CaptureWarningHook hook) { g_capture_warning = hoo
 
 // --- Marker ---
 
-void Marker::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  outputs[0].copy_shared_buffer(inputs[0]);
-}
+// Marker, VmapPlaceholder and CustomTransforms run on the CPU in
+// backend/cpu/transforms.cpp; on a GPU the identities are the same views.
 void Marker::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   outputs[0].copy_shared_buffer(inputs[0]);
 }
@@ -64,22 +63,8 @@ std::pair<std::vector<array>, std::vector<int>> Marker::vmap(const std::vector<a
   return {inputs, axes};
 }
 
-// --- VmapPlaceholder ---
-
-void VmapPlaceholder::eval_cpu(const std::vector<array>&, std::vector<array>&) {
-  throw std::invalid_argument(
-      "[vmap] Cannot evaluate an array inside a vmapped function: its value depends on the "
-      "slice being mapped. Move item(), print, numpy conversion or Python control flow on "
-      "arrays out of the function.");
-}
-
 // --- CustomTransforms ---
 
-void CustomTransforms::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    outputs[i].copy_shared_buffer(inputs[num_inputs_ + i]);
-  }
-}
 void CustomTransforms::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   eval_cpu(inputs, outputs);
 }

@@ -1,0 +1,88 @@
+#include "loom/backend/cpu/blas.h"
+
+#include <dlfcn.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+
+namespace loom::cpu::blas {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+bool has_avx512_bf16() {
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax >> 5) & 1u;
+}
+#endif
+
+template <typename F>
+F symbol(void* handle, const char* name) {
+  void* p = dlsym(handle, name);
+  if (p == nullptr) {
+    throw std::runtime_error(std::string("[blas] OpenBLAS lacks the symbol ") + name + ".");
+  }
+  return reinterpret_cast<F>(p);
+}
+
+Library load() {
+  // Choose the core only where OpenBLAS would read our choice: before the
+  // library is loaded, and only if the user has not chosen one.
+  bool set_core = false;
+  std::string core = preferred_core();
+  if (!core.empty() && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    setenv("OPENBLAS_CORETYPE", core.c_str(), 0);
+    set_core = true;
+  }
+  void* handle = nullptr;
+  for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
+    handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) break;
+  }
+  // The variable served OpenBLAS's initialisation; child processes should
+  // not inherit a choice they did not make.
+  if (set_core) unsetenv("OPENBLAS_CORETYPE");
+  if (handle == nullptr) {
+    throw std::runtime_error(std::string("[blas] Cannot load OpenBLAS (libopenblas.so.0): ") +
+                             dlerror());
+  }
+  Library lib;
+  lib.sgemm = symbol<decltype(lib.sgemm)>(handle, "cblas_sgemm");
+  lib.dgemm = symbol<decltype(lib.dgemm)>(handle, "cblas_dgemm");
+  lib.cgemm = symbol<decltype(lib.cgemm)>(handle, "cblas_cgemm");
+  lib.set_num_threads = symbol<decltype(lib.set_num_threads)>(handle, "openblas_set_num_threads");
+  lib.corename = symbol<decltype(lib.corename)>(handle, "openblas_get_corename");
+  lib.config = symbol<decltype(lib.config)>(handle, "openblas_get_config");
+  return lib;
+}
+
+} // namespace
+
+std::string preferred_core() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // OpenBLAS's AVX-512 kernels (SkylakeX; Cooperlake adds bf16) and AVX2
+  // kernels (Haswell) by feature, which holds on Intel and AMD alike; the
+  // checks include the OS enabling the registers.
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  if (avx512) return has_avx512_bf16() ? "Cooperlake" : "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return "";
+}
+
+const Library& library() {
+  static const Library lib = load();
+  return lib;
+}
+
+std::string core_name() { return library().corename(); }
+std::string config() { return library().config(); }
+
+} // namespace loom::cpu::blas
