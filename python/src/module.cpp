@@ -11,6 +11,9 @@ void init_transforms(nb::module_& m);
 
 namespace loom::bindings {
 
+// save/load of npy, npz and safetensors (python/src/io.cpp).
+void init_io(nb::module_& m);
+
 namespace {
 
 PyObject* g_core = nullptr; // the module lives as long as the process
@@ -122,6 +125,7 @@ NB_MODULE(core, m) {
   init_composites(m);
   init_random(m);
   init_transforms(m);
+  init_io(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;
