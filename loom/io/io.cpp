@@ -20,6 +20,7 @@ Format format_from_string(const std::string& s) {
   if (s == "npy") return Format::npy;
   if (s == "npz") return Format::npz;
   if (s == "safetensors") return Format::safetensors;
+  if (s == "gguf") return Format::gguf;
   throw std::invalid_argument("[load] Unknown file format " + s);
 }
 
@@ -56,8 +57,16 @@ void save_safetensors(std::string path, const NamedArrays& arrays, const StringM
   w.commit();
 }
 
+void save_gguf(std::string path, const NamedArrays& arrays, const GgufMetadata& metadata) {
+  path = with_extension(std::move(path), ".gguf");
+  for (const auto& [name, a] : arrays) detail::evaluate(a);
+  AtomicFileWriter w(path, "save_gguf");
+  save_gguf(w, arrays, metadata);
+  w.commit();
+}
+
 Loaded load(Reader& r, Format format) {
-  Loaded out{format, std::nullopt, {}, {}};
+  Loaded out{format, std::nullopt, {}, {}, {}};
   switch (format) {
     case Format::npy:
       out.single = load_npy(r);
@@ -69,6 +78,12 @@ Loaded load(Reader& r, Format format) {
       auto [arrays, metadata] = load_safetensors(r);
       out.arrays = std::move(arrays);
       out.metadata = std::move(metadata);
+      break;
+    }
+    case Format::gguf: {
+      auto [arrays, metadata] = load_gguf(r);
+      out.arrays = std::move(arrays);
+      out.gguf_metadata = std::move(metadata);
       break;
     }
   }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "loom/array.h"
@@ -92,7 +93,7 @@ class AtomicFileWriter final : public Writer {
 using NamedArrays = std::vector<std::pair<std::string, array>>;
 using StringMap = std::vector<std::pair<std::string, std::string>>;
 
-enum class Format { npy, npz, safetensors };
+enum class Format { npy, npz, safetensors, gguf };
 // "npy" -> Format::npy ...; raises "[load] Unknown file format <s>".
 Format format_from_string(const std::string& s);
 // From a path's extension; raises when it has none Loom reads.
@@ -112,6 +113,14 @@ NamedArrays load_npz(Reader& r);
 void save_safetensors(Writer& w, const NamedArrays& arrays, const StringMap& metadata = {});
 std::pair<NamedArrays, StringMap> load_safetensors(Reader& r);
 
+// GGUF (version 3): tensors of float32, float16, bfloat16, int8, int16 and
+// int32, and metadata values that are strings, lists of strings, or 0-d / 1-d
+// arrays (numbers and booleans). Quantized tensor types are refused by name.
+using GgufValue = std::variant<array, std::string, std::vector<std::string>>;
+using GgufMetadata = std::vector<std::pair<std::string, GgufValue>>;
+void save_gguf(Writer& w, const NamedArrays& arrays, const GgufMetadata& metadata = {});
+std::pair<NamedArrays, GgufMetadata> load_gguf(Reader& r);
+
 // --- paths ------------------------------------------------------------------
 
 // MLX's conveniences: the format's extension is appended when the path does
@@ -125,6 +134,7 @@ struct Loaded {
   std::optional<array> single; // npy
   NamedArrays arrays;          // npz, safetensors
   StringMap metadata;          // safetensors
+  GgufMetadata gguf_metadata;  // gguf
 };
 Loaded load(const std::string& path, std::optional<std::string> format = std::nullopt);
 Loaded load(Reader& r, Format format);

@@ -192,8 +192,9 @@ std::pair<NamedArrays, StringMap> load_safetensors(Reader& r) {
   }
 
   // File order, so reading walks the file forward.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   // Overlapping tensors would let a small file claim any amount of memory.
   for (size_t i = 1; i < entries.size(); ++i) {
     if (entries[i].begin < entries[i - 1].end)

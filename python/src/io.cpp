@@ -1,4 +1,4 @@
-// save, savez, savez_compressed, save_safetensors and load: the formats live
+// save, savez, savez_compressed, save_safetensors, save_gguf and load: the formats live
 // in loom/io; these bindings turn paths, pathlib.Path and file objects into
 // its readers and writers.
 #include "loom/io/io.h"
@@ -163,6 +163,57 @@ void init_io(nb::module_& m) {
       "    metadata (dict(str, str), optional): The dictionary of metadata to be saved.");
 
   m.def(
+      "save_gguf",
+      [](nb::handle file, nb::dict arrays, std::optional<nb::dict> metadata) {
+        io::NamedArrays named = named_arrays(arrays, "save_gguf");
+        io::GgufMetadata meta;
+        if (metadata) {
+          for (auto [k, v] : *metadata) {
+            if (!nb::isinstance<nb::str>(k))
+              throw nb::type_error("[save_gguf] Metadata keys must be strings.");
+            std::string key = nb::cast<std::string>(k);
+            if (nb::isinstance<nb::str>(v)) {
+              meta.emplace_back(key, nb::cast<std::string>(v));
+            } else if (is_array(v)) {
+              array a = as_array(v);
+              eval_nogil(a);
+              meta.emplace_back(key, a);
+            } else if (nb::isinstance<nb::list>(v)) {
+              std::vector<std::string> strings;
+              for (auto item : nb::borrow<nb::list>(v)) {
+                if (!nb::isinstance<nb::str>(item))
+                  throw nb::type_error(("[save_gguf] Metadata list '" + key +
+                                        "' must hold only strings, got " + python_type_name(item) +
+                                        ".")
+                                           .c_str());
+                strings.push_back(nb::cast<std::string>(item));
+              }
+              meta.emplace_back(key, std::move(strings));
+            } else {
+              throw nb::type_error(("[save_gguf] Metadata '" + key +
+                                    "' must be an array, a str or a list of str, got " +
+                                    python_type_name(v) + ".")
+                                       .c_str());
+            }
+          }
+        }
+        for (auto& [name, a] : named) eval_nogil(a);
+        save_to(file, "save_gguf", ".gguf", [&](io::Writer& w) { io::save_gguf(w, named, meta); });
+      },
+      nb::arg("file"), nb::arg("arrays"), nb::arg("metadata") = nb::none(),
+      nb::sig("def save_gguf(file: Union[file, str, pathlib.Path], arrays: dict[str, array], "
+              "metadata: Optional[dict[str, Union[array, str, list[str]]]] = None)"),
+      "Save array(s) to a binary file in ``.gguf`` format.\n\n"
+      "See the `GGUF documentation <https://github.com/ggerganov/ggml/blob/master/docs/gguf.md>`_\n"
+      "for the format. Tensors may be float32, float16, bfloat16, int8, int16 or int32.\n\n"
+      "Args:\n"
+      "    file (file, str, pathlib.Path): File in which the array is saved.\n"
+      "    arrays (dict(str, array)): The dictionary of names to arrays to be saved.\n"
+      "    metadata (dict(str, Union[array, str, list(str)])): The dictionary of\n"
+      "       metadata to be saved. The values can be a scalar or 1D array, a ``str``,\n"
+      "       or a ``list`` of ``str``.");
+
+  m.def(
       "load",
       [](nb::handle file, std::optional<std::string> format, bool return_metadata,
          const StreamArg& stream) -> nb::object {
@@ -198,7 +249,7 @@ void init_io(nb::module_& m) {
           nb::bytes b = nb::borrow<nb::bytes>(data);
           reader = io::memory_reader(std::string(b.c_str(), b.size()), name);
         }
-        if (return_metadata && f != io::Format::safetensors) {
+        if (return_metadata && f != io::Format::safetensors && f != io::Format::gguf) {
           throw std::invalid_argument(std::string("[load] metadata not supported for format ") +
                                       (f == io::Format::npy ? "npy" : "npz"));
         }
@@ -212,6 +263,19 @@ void init_io(nb::module_& m) {
         nb::dict meta;
         for (auto& [k, v] : loaded.metadata)
           meta[nb::str(k.data(), k.size())] = nb::str(v.data(), v.size());
+        for (auto& [k, v] : loaded.gguf_metadata) {
+          nb::str key(k.data(), k.size());
+          if (auto* str = std::get_if<std::string>(&v)) {
+            meta[key] = nb::str(str->data(), str->size());
+          } else if (auto* a = std::get_if<array>(&v)) {
+            meta[key] = nb::cast(*a);
+          } else {
+            nb::list l;
+            for (auto& item : std::get<std::vector<std::string>>(v))
+              l.append(nb::str(item.data(), item.size()));
+            meta[key] = l;
+          }
+        }
         return nb::make_tuple(arrays, meta);
       },
       nb::arg(), nb::arg("format") = nb::none(), nb::arg("return_metadata") = false, nb::kw_only(),
@@ -220,7 +284,7 @@ void init_io(nb::module_& m) {
               "return_metadata: bool = False, *, stream: StreamOrDevice = None) -> "
               "Union[array, dict[str, array], tuple[dict[str, array], dict[str, Any]]]"),
       "Load array(s) from a binary file.\n\n"
-      "The supported formats are ``.npy``, ``.npz`` and ``.safetensors``.\n\n"
+      "The supported formats are ``.npy``, ``.npz``, ``.safetensors`` and ``.gguf``.\n\n"
       "Args:\n"
       "    file (file, str, pathlib.Path): File in which the array is saved.\n"
       "    format (str, optional): Format of the file. If ``None``, the format is inferred\n"

@@ -11,7 +11,7 @@ void init_transforms(nb::module_& m);
 
 namespace loom::bindings {
 
-// save/load of npy, npz and safetensors (python/src/io.cpp).
+// save/load of npy, npz, safetensors and gguf (python/src/io.cpp).
 void init_io(nb::module_& m);
 
 namespace {

@@ -397,3 +397,88 @@ def test_failed_save_leaves_previous_file_intact(tmp_path):
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["ckpt.safetensors"]  # no temp file left behind
     same(mx.load(str(path))["w"], mx.ones((8,)))
+
+
+# --- GGUF -------------------------------------------------------------------------
+
+GGUF_DTYPES = ["int8", "int16", "int32", "float16", "float32"]
+
+
+@pytest.mark.parametrize("dtype", GGUF_DTYPES)
+@pytest.mark.parametrize("shape", [(), (5,), (2, 3), (2, 3, 4)])
+def test_gguf_round_trip(tmp_path, dtype, shape):
+    a, _ = make(dtype, shape)
+    mx.save_gguf(str(tmp_path / "g"), {"blk.0.attn_q.weight": a, "ü": a})
+    got = mx.load(str(tmp_path / "g.gguf"))
+    assert set(got) == {"blk.0.attn_q.weight", "ü"}
+    same(got["blk.0.attn_q.weight"], a)
+    same(mx.load(str(tmp_path / "g.gguf"), format="gguf")["ü"], a)
+
+
+def test_gguf_metadata(tmp_path):
+    meta = {
+        "general.name": "tiny",
+        "tokenizer.tokens": ["a", "b", "ü"],
+        "n": mx.array(3),
+        "f": mx.array(2.5),
+        "v": mx.array([1, 2, 3]),
+        "u8": mx.array(1, dtype=mx.uint8),
+        "flag": mx.array(True),
+    }
+    mx.save_gguf(tmp_path / "m.gguf", {"w": mx.ones((2, 3))}, meta)
+    arrays, got = mx.load(str(tmp_path / "m.gguf"), return_metadata=True)
+    same(arrays["w"], mx.ones((2, 3)))
+    assert set(got) == set(meta)
+    assert got["general.name"] == "tiny"
+    assert got["tokenizer.tokens"] == ["a", "b", "ü"]
+    for k in ("n", "f", "v", "u8", "flag"):
+        same(got[k], meta[k])
+
+
+def test_gguf_errors(tmp_path):
+    with pytest.raises(RuntimeError, match=r"\[save_gguf\] dtype uint8 is not supported"):
+        mx.save_gguf(str(tmp_path / "e"), {"a": mx.ones((2,), dtype=mx.uint8)})
+    with pytest.raises(RuntimeError, match="Cannot save arrays with more than one dimension"):
+        mx.save_gguf(str(tmp_path / "e"), {"a": mx.ones((2,))}, {"m": mx.ones((2, 2))})
+
+
+@pytest.mark.loom_only
+def test_gguf_bfloat16_and_layout(tmp_path):
+    a, _ = make("bfloat16", (3, 4))
+    mx.save_gguf(str(tmp_path / "b"), {"w": a})
+    same(mx.load(str(tmp_path / "b.gguf"))["w"], a)
+    raw = (tmp_path / "b.gguf").read_bytes()
+    assert raw[:4] == b"GGUF" and struct.unpack("<I", raw[4:8])[0] == 3
+    # the tensor description lists dimensions innermost first: (4, 3)
+    name_at = raw.index(b"w\x02\x00\x00\x00")
+    assert struct.unpack("<QQ", raw[name_at + 5 : name_at + 21]) == (4, 3)
+    assert len(raw) % 32 == 0
+
+
+def _gguf(tensors, kv=b"", n_kv=0):
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), n_kv) + kv
+    for name, dims, ggml_type, offset in tensors:
+        out += struct.pack("<Q", len(name)) + name + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ggml_type, offset)
+    return out + b"\0" * (-len(out) % 32)
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize(
+    "raw, what",
+    [
+        (b"GGUF\x03\x00", "truncated header"),
+        (b"GGML" + b"\0" * 40, "does not start with 'GGUF'"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 10**15, 0) + b"\0" * 16, "more than the file holds"),
+        (_gguf([(b"q", [32], 2, 0)]) + b"\0" * 32, "ggml type Q4_0"),
+        (_gguf([(b"t", [10**6, 10**6], 0, 0)]) + b"\0" * 64, "lies beyond"),
+        (_gguf([(b"t", [4], 0, 0), (b"t", [4], 0, 32)]) + b"\0" * 64, "duplicate tensor name 't'"),
+        (_gguf([], struct.pack("<Q", 10**12) + b"k", 1), "runs past the end"),
+    ],
+)
+def test_malformed_gguf_errors(tmp_path, raw, what):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(raw)
+    with pytest.raises(RuntimeError) as e:
+        mx.load(str(p))
+    assert "Invalid gguf file" in str(e.value) and what in str(e.value), str(e.value)
