@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "loom/allocator/memory.h"
 #include "loom/ops/creation.h"
@@ -304,4 +305,104 @@ TEST(Io, PathsGetTheirExtensionAndFormatIsInferred) {
             std::string::npos);
   EXPECT_NE(error_of([&] { io::load(base + ".missing.npy"); }).find("Failed to open file"),
             std::string::npos);
+}
+
+TEST(Io, GgufRoundTripWithMetadata) {
+  io::NamedArrays in;
+  for (Dtype d : {float32, float16, bfloat16, int8, int16, int32})
+    in.emplace_back("blk." + dtype_name(d), pattern({3, 2, 5}, d));
+  in.emplace_back("scalar", pattern({}, float32));
+  in.emplace_back("empty", pattern({0, 4}, float16));
+  io::GgufMetadata meta{{"general.name", std::string("tiny")},
+                        {"tokens", std::vector<std::string>{"a", "b", "ü"}},
+                        {"n", array(7)},
+                        {"v", pattern({4}, uint64)}};
+  io::BufferWriter w;
+  io::save_gguf(w, in, meta);
+  EXPECT_EQ(w.bytes().size() % 32, 0u);
+  auto r = io::memory_reader(w.bytes(), "m.gguf");
+  auto [out, meta_out] = io::load_gguf(*r);
+  ASSERT_EQ(out.size(), in.size());
+  for (const auto& [name, a] : in) {
+    auto it = std::find_if(out.begin(), out.end(), [&](auto& p) { return p.first == name; });
+    ASSERT_NE(it, out.end()) << name;
+    EXPECT_EQ(it->second.shape(), a.shape());
+    EXPECT_EQ(bytes_of(it->second), bytes_of(a)) << name;
+  }
+  ASSERT_EQ(meta_out.size(), 4u);
+  EXPECT_EQ(std::get<std::string>(meta_out[0].second), "tiny");
+  EXPECT_EQ(std::get<std::vector<std::string>>(meta_out[1].second).size(), 3u);
+  EXPECT_EQ(bytes_of(std::get<array>(meta_out[2].second)), bytes_of(array(7)));
+  EXPECT_EQ(bytes_of(std::get<array>(meta_out[3].second)), bytes_of(pattern({4}, uint64)));
+
+  std::string e = error_of([&] { io::save_gguf(w, {{"u", pattern({2}, uint8)}}); });
+  EXPECT_NE(e.find("[save_gguf] dtype uint8 is not supported"), std::string::npos) << e;
+}
+
+// Random corruptions of valid files (byte flips, truncations, inserted
+// runs): every parser either loads or raises a std::exception, never
+// crashes, hangs or allocates beyond the file. A cheap, always-on companion
+// of a real fuzzer.
+TEST(Io, MutatedFilesLoadOrRaise) {
+  io::NamedArrays arrays{
+      {"a", pattern({3, 4}, float32)}, {"b.c", pattern({5}, int16)}, {"s", pattern({}, int32)}};
+  std::vector<std::pair<io::Format, std::string>> seeds;
+  {
+    io::BufferWriter w;
+    io::save_npy(w, arrays[0].second);
+    seeds.emplace_back(io::Format::npy, w.bytes());
+  }
+  for (bool c : {false, true}) {
+    io::BufferWriter w;
+    io::save_npz(w, arrays, c);
+    seeds.emplace_back(io::Format::npz, w.bytes());
+  }
+  {
+    io::BufferWriter w;
+    io::save_safetensors(w, arrays, {{"k", "v"}});
+    seeds.emplace_back(io::Format::safetensors, w.bytes());
+  }
+  {
+    io::BufferWriter w;
+    io::save_gguf(w, arrays, {{"k", std::string("v")}, {"n", array(3)}});
+    seeds.emplace_back(io::Format::gguf, w.bytes());
+  }
+  std::mt19937_64 rng(1234);
+  size_t base = get_active_memory();
+  reset_peak_memory();
+  int loaded = 0, raised = 0;
+  for (auto& [format, seed] : seeds) {
+    for (int i = 0; i < 3000; ++i) {
+      std::string m = seed;
+      int edits = 1 + static_cast<int>(rng() % 4);
+      for (int k = 0; k < edits; ++k) {
+        size_t at = rng() % m.size();
+        switch (rng() % 4) {
+          case 0:
+            m[at] = static_cast<char>(rng());
+            break;
+          case 1:
+            m[at] ^= static_cast<char>(1 << (rng() % 8));
+            break;
+          case 2:
+            m.resize(at);
+            break;
+          case 3:
+            m.insert(at, std::string(1 + rng() % 16, static_cast<char>(rng())));
+            break;
+        }
+        if (m.empty()) m = "x";
+      }
+      auto r = io::memory_reader(m, "mutant");
+      try {
+        io::load(*r, format);
+        ++loaded;
+      } catch (const std::exception&) {
+        ++raised;
+      }
+    }
+  }
+  EXPECT_GT(raised, 1000);
+  EXPECT_GT(loaded, 100);
+  EXPECT_LT(get_peak_memory() - base, size_t(64) << 20);
 }

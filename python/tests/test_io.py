@@ -315,6 +315,47 @@ def test_round_trip_property(tmp_path_factory, dtype, shape, fmt, seed):
     same(got, a)
 
 
+def test_safetensors_package_interop(tmp_path):
+    # The reference implementation (the `safetensors` package, NumPy back end)
+    # reads what we write and writes what we read.
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+
+    # NumPy has no bfloat16; MLX 0.32.4 neither reads nor writes F64 (Loom
+    # does: test_safetensors_package_float64).
+    names = [d for d in ALL_DTYPES if d not in ("bfloat16", "complex64", "float64")]
+    refs = {d: make(d, (3, 4), seed=i)[1] for i, d in enumerate(names)}
+    refs["empty"] = np.zeros((0, 2), np.float32)
+    save_file(refs, str(tmp_path / "ref.safetensors"), metadata={"format": "np"})
+    got, meta = mx.load(str(tmp_path / "ref.safetensors"), return_metadata=True)
+    assert meta == {"format": "np"}
+    for k, ref in refs.items():
+        assert got[k].shape == ref.shape
+        np.testing.assert_array_equal(np.array(got[k]), ref)
+
+    ours = {k: mx.array(v, dtype=getattr(mx, k)) for k, v in refs.items() if k != "empty"}
+    mx.save_safetensors(str(tmp_path / "ours"), ours, {"who": "us"})
+    back = load_file(str(tmp_path / "ours.safetensors"))
+    assert set(back) == set(ours)
+    for k in ours:
+        np.testing.assert_array_equal(back[k], refs[k])
+    with safe_open(str(tmp_path / "ours.safetensors"), framework="numpy") as f:
+        assert f.metadata() == {"who": "us"}
+
+
+@pytest.mark.loom_only
+def test_safetensors_package_float64(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    ref = np.arange(6, dtype=np.float64).reshape(2, 3) / 7
+    save_file({"x": ref}, str(tmp_path / "r.safetensors"))
+    got = mx.load(str(tmp_path / "r.safetensors"))["x"]
+    assert got.dtype == mx.float64
+    np.testing.assert_array_equal(np.array(got), ref)
+    mx.save_safetensors(str(tmp_path / "o"), {"x": got})
+    np.testing.assert_array_equal(load_file(str(tmp_path / "o.safetensors"))["x"], ref)
+
+
 # --- Loom extras ----------------------------------------------------------------
 
 
