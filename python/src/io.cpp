@@ -36,9 +36,9 @@ void save_to(nb::handle file, const char* op, const char* ext, Save&& save) {
     return;
   }
   if (!nb::hasattr(file, "write")) {
-    throw nb::type_error((std::string("[") + op + "] Expected a str, a pathlib.Path or a " +
-                          "writable file object, got " + python_type_name(file) + ".")
-                             .c_str());
+    throw std::invalid_argument(std::string("[") + op +
+                                "] Input must be a file-like object, or string (got " +
+                                python_type_name(file) + ").");
   }
   io::BufferWriter w;
   {
@@ -228,10 +228,10 @@ void init_io(nb::module_& m) {
           reader = io::open_file(*path, "load");
         } else {
           if (!nb::hasattr(file, "read"))
-            throw nb::type_error(("[load] Expected a str, a pathlib.Path or a readable file "
-                                  "object, got " +
-                                  python_type_name(file) + ".")
-                                     .c_str());
+            throw std::invalid_argument(
+                "[load] Input must be a file-like object opened in binary "
+                "mode, or string (got " +
+                python_type_name(file) + ").");
           std::string name = "<" + python_type_name(file) + ">";
           if (nb::hasattr(file, "name") && nb::isinstance<nb::str>(file.attr("name")))
             name = nb::cast<std::string>(file.attr("name"));
@@ -245,7 +245,10 @@ void init_io(nb::module_& m) {
                 "without a name; pass format=.");
           nb::object data = file.attr("read")();
           if (!nb::isinstance<nb::bytes>(data))
-            throw nb::type_error("[load] The file object's read() must return bytes.");
+            throw std::invalid_argument(
+                "[load] Input must be a file-like object opened in binary "
+                "mode, or string (its read() returned " +
+                python_type_name(data) + ").");
           nb::bytes b = nb::borrow<nb::bytes>(data);
           reader = io::memory_reader(std::string(b.c_str(), b.size()), name);
         }

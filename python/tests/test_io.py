@@ -291,6 +291,18 @@ def test_file_objects(tmp_path):
         same(mx.load(f), a)
 
 
+def test_bad_file_arguments(tmp_path):
+    a = mx.array([1])
+    with pytest.raises(ValueError, match=r"\[save\] Input must be a file-like object, or string"):
+        mx.save(3, a)
+    with pytest.raises(ValueError, match=r"\[save_safetensors\] Input must be a file-like object"):
+        mx.save_safetensors(3, {"a": a})
+    with pytest.raises(
+        ValueError, match=r"\[load\] Input must be a file-like object opened in binary mode, or string"
+    ):
+        mx.load(3)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     dtype=st.sampled_from(ALL_DTYPES),
