@@ -14,6 +14,9 @@ void init_compile(nb::module_& m);
 
 namespace loom::bindings {
 
+// save/load of npy, npz, safetensors and gguf (python/src/io.cpp).
+void init_io(nb::module_& m);
+
 namespace {
 
 PyObject* g_core = nullptr; // the module lives as long as the process
@@ -126,6 +129,7 @@ NB_MODULE(core, m) {
   init_random(m);
   init_transforms(m);
   init_compile(m);
+  init_io(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;
