@@ -125,12 +125,9 @@ def sample(model, prompt: bytes, length: int, context: int, temperature: float =
     return bytes(tokens[len(prompt):])
 
 
-def save_checkpoint(prefix: str, model, optimizer) -> bool:
-    if not hasattr(mx, "save_safetensors"):
-        return False
+def save_checkpoint(prefix: str, model, optimizer) -> None:
     model.save_weights(prefix + ".model.safetensors")
     mx.save_safetensors(prefix + ".optimizer.safetensors", utils.tree_flatten(optimizer.state, destination={}))
-    return True
 
 
 def main() -> None:
@@ -186,7 +183,8 @@ def main() -> None:
         if step % args.eval_every == 0 or step == args.steps or out_of_time:
             bpb = bits_per_byte(model, valid, args.batch, args.context, args.eval_batches, seed=1)
             print(f"step {step:5d}  validation {bpb:.3f} bits/byte  ({time.perf_counter() - start:.0f} s)", flush=True)
-            if args.checkpoint and save_checkpoint(args.checkpoint, model, optimizer):
+            if args.checkpoint:
+                save_checkpoint(args.checkpoint, model, optimizer)
                 print(f"           checkpoint written to {args.checkpoint}.*.safetensors")
         if out_of_time:
             print(f"time limit of {args.time_limit:g} s reached at step {step}")

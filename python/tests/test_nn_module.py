@@ -252,7 +252,6 @@ def test_save_weights_rejects_unknown_extension(tmp_path):
         model.save_weights(str(tmp_path / "w.bin"))
 
 
-@pytest.mark.skipif(not hasattr(mx, "save_safetensors"), reason="needs mx.save_safetensors/mx.load (I/O issue)")
 @pytest.mark.parametrize("ext", [".npz", ".safetensors"])
 def test_save_and_load_weights_roundtrip(tmp_path, ext):
     model = MLP(3, 2)
@@ -264,7 +263,6 @@ def test_save_and_load_weights_roundtrip(tmp_path, ext):
         np.testing.assert_array_equal(np.array(a), np.array(b), err_msg=k)
 
 
-@pytest.mark.skipif(not hasattr(mx, "save_safetensors"), reason="needs mx.save_safetensors/mx.load (I/O issue)")
 def test_seed_11_7_optimizer_state_roundtrip(tmp_path):
     optimizer = optim.Adam(learning_rate=1e-2)
     model = {"w": mx.zeros((5, 5))}
