@@ -38,8 +38,12 @@ struct Flags {
   bool col_contiguous = true; // Fortran order
 };
 
+// A status only moves forward, and every move is a release store: a thread
+// that reads `scheduled` also sees the event and the detached node written
+// before it.
 enum class Status : uint8_t {
   unscheduled, // has a node, no data
+  claimed,     // an evaluating thread owns its node; its event is not set yet
   scheduled,   // handed to a stream; data is valid once its event fires
   available,   // data is valid
 };
@@ -60,8 +64,8 @@ struct ArrayDesc {
 
   std::atomic<Status> status{Status::unscheduled};
   scheduler::Event event;
-  std::exception_ptr error; // set when the kernel that made this array failed
-  bool is_tracer = false;   // built inside a transform: keeps its node after eval
+  std::exception_ptr error;           // set when the kernel that made this array failed
+  std::atomic<bool> is_tracer{false}; // built inside a transform: keeps its node after eval
 
   ArrayDesc(Shape shape, Dtype dtype);
   ~ArrayDesc();
@@ -122,9 +126,14 @@ class array {
   bool is_tracer() const { return desc_->is_tracer; }
   void set_tracer(bool t) { desc_->is_tracer = t; }
 
-  // Evaluation.
+  // Evaluation. Another thread may read the status at any time; the event and
+  // the node may be read by others once the status is past `claimed`.
   Status status() const { return desc_->status.load(std::memory_order_acquire); }
   void set_status(Status s) { desc_->status.store(s, std::memory_order_release); }
+  // Publishes a new status to threads blocked in wait_while().
+  void publish_status(Status s);
+  // Blocks while the status equals `s`; returns the status it moved to.
+  Status wait_while(Status s) const;
   scheduler::Event& event() const { return desc_->event; }
   void eval();
   // Blocks until a scheduled array's data is valid; raises its error if any.
@@ -138,8 +147,7 @@ class array {
   }
   template <typename T>
   const T* data() const {
-    return reinterpret_cast<const T*>(static_cast<const char*>(desc_->data->ptr()) +
-                                      desc_->offset);
+    return reinterpret_cast<const T*>(static_cast<const char*>(desc_->data->ptr()) + desc_->offset);
   }
   bool has_data() const { return desc_->data != nullptr; }
   const std::shared_ptr<allocator::Data>& data_shared_ptr() const { return desc_->data; }
@@ -203,19 +211,32 @@ T cast_element(const void* src, Dtype dtype);
 
 template <typename T>
 constexpr Dtype array::default_dtype_of() {
-  if constexpr (std::is_same_v<T, bool>) return bool_;
-  else if constexpr (std::is_same_v<T, uint8_t>) return uint8;
-  else if constexpr (std::is_same_v<T, uint16_t>) return uint16;
-  else if constexpr (std::is_same_v<T, uint32_t>) return uint32;
-  else if constexpr (std::is_same_v<T, uint64_t>) return uint64;
-  else if constexpr (std::is_same_v<T, int8_t>) return int8;
-  else if constexpr (std::is_same_v<T, int16_t>) return int16;
-  else if constexpr (std::is_integral_v<T>) return int32;
-  else if constexpr (std::is_same_v<T, float16_t>) return float16;
-  else if constexpr (std::is_same_v<T, bfloat16_t>) return bfloat16;
-  else if constexpr (std::is_same_v<T, double>) return float32; // Python floats are float32
-  else if constexpr (std::is_same_v<T, complex64_t>) return complex64;
-  else return float32;
+  if constexpr (std::is_same_v<T, bool>)
+    return bool_;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return uint8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return uint16;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return uint32;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return uint64;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return int8;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return int16;
+  else if constexpr (std::is_integral_v<T>)
+    return int32;
+  else if constexpr (std::is_same_v<T, float16_t>)
+    return float16;
+  else if constexpr (std::is_same_v<T, bfloat16_t>)
+    return bfloat16;
+  else if constexpr (std::is_same_v<T, double>)
+    return float32; // Python floats are float32
+  else if constexpr (std::is_same_v<T, complex64_t>)
+    return complex64;
+  else
+    return float32;
 }
 
 template <typename T, typename>
@@ -237,9 +258,8 @@ array::array(T value, Dtype dtype) : desc_(std::make_shared<ArrayDesc>(Shape{}, 
 
 template <typename T>
 array::array(std::initializer_list<T> values, Shape shape, Dtype dtype)
-    : array(std::vector<T>(values), shape.empty() ? Shape{static_cast<int32_t>(values.size())}
-                                                  : shape,
-            dtype) {}
+    : array(std::vector<T>(values),
+            shape.empty() ? Shape{static_cast<int32_t>(values.size())} : shape, dtype) {}
 
 } // namespace loom
 
