@@ -43,8 +43,8 @@ std::string shape_to_string(const Shape& shape) {
 ArrayDesc::ArrayDesc(Shape s, Dtype d) : shape(std::move(s)), size(shape_size(shape)), dtype(d) {
   for (auto dim : shape) {
     if (dim < 0) {
-      throw std::invalid_argument("[array] Negative dimension in shape " + shape_to_string(shape) +
-                                  ".");
+      throw std::invalid_argument("[array] Negative dimension in shape " +
+                                  shape_to_string(shape) + ".");
     }
   }
 }
@@ -84,7 +84,8 @@ void array::init_scalar(const void* src, Dtype src_dtype) {
   set_status(Status::available);
 }
 
-array::array(complex64_t value, Dtype dtype) : desc_(std::make_shared<ArrayDesc>(Shape{}, dtype)) {
+array::array(complex64_t value, Dtype dtype)
+    : desc_(std::make_shared<ArrayDesc>(Shape{}, dtype)) {
   init_scalar(&value, complex64);
 }
 
@@ -131,8 +132,8 @@ int32_t array::shape(int dim) const {
   int nd = ndim();
   int d = dim < 0 ? dim + nd : dim;
   if (d < 0 || d >= nd) {
-    throw std::out_of_range("[shape] Invalid axis " + std::to_string(dim) + " for array with " +
-                            std::to_string(nd) + " dimensions.");
+    throw std::out_of_range("[shape] Invalid axis " + std::to_string(dim) +
+                            " for array with " + std::to_string(nd) + " dimensions.");
   }
   return desc_->shape[d];
 }
@@ -215,8 +216,8 @@ void array::set_data(std::shared_ptr<allocator::Data> d, size_t data_size, Strid
   desc_->offset = offset_bytes;
 }
 
-void array::copy_shared_buffer(const array& other, Strides strides, Flags flags, size_t data_size,
-                               int64_t offset_elements) {
+void array::copy_shared_buffer(const array& other, Strides strides, Flags flags,
+                               size_t data_size, int64_t offset_elements) {
   desc_->data = other.desc_->data;
   desc_->offset = other.desc_->offset + offset_elements * static_cast<int64_t>(itemsize());
   desc_->data_size = data_size;

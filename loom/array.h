@@ -38,9 +38,9 @@ struct Flags {
   bool col_contiguous = true; // Fortran order
 };
 
-// A status only moves forward, and every move is a release store: a thread
-// that reads `scheduled` also sees the event and the detached node written
-// before it.
+// A status moves forward (a claim is only given back when scheduling fails),
+// and every move is a release store: a thread that reads `scheduled` also
+// sees the event and the detached node written before it.
 enum class Status : uint8_t {
   unscheduled, // has a node, no data
   claimed,     // an evaluating thread owns its node; its event is not set yet
@@ -147,7 +147,8 @@ class array {
   }
   template <typename T>
   const T* data() const {
-    return reinterpret_cast<const T*>(static_cast<const char*>(desc_->data->ptr()) + desc_->offset);
+    return reinterpret_cast<const T*>(static_cast<const char*>(desc_->data->ptr()) +
+                                      desc_->offset);
   }
   bool has_data() const { return desc_->data != nullptr; }
   const std::shared_ptr<allocator::Data>& data_shared_ptr() const { return desc_->data; }
@@ -211,32 +212,19 @@ T cast_element(const void* src, Dtype dtype);
 
 template <typename T>
 constexpr Dtype array::default_dtype_of() {
-  if constexpr (std::is_same_v<T, bool>)
-    return bool_;
-  else if constexpr (std::is_same_v<T, uint8_t>)
-    return uint8;
-  else if constexpr (std::is_same_v<T, uint16_t>)
-    return uint16;
-  else if constexpr (std::is_same_v<T, uint32_t>)
-    return uint32;
-  else if constexpr (std::is_same_v<T, uint64_t>)
-    return uint64;
-  else if constexpr (std::is_same_v<T, int8_t>)
-    return int8;
-  else if constexpr (std::is_same_v<T, int16_t>)
-    return int16;
-  else if constexpr (std::is_integral_v<T>)
-    return int32;
-  else if constexpr (std::is_same_v<T, float16_t>)
-    return float16;
-  else if constexpr (std::is_same_v<T, bfloat16_t>)
-    return bfloat16;
-  else if constexpr (std::is_same_v<T, double>)
-    return float32; // Python floats are float32
-  else if constexpr (std::is_same_v<T, complex64_t>)
-    return complex64;
-  else
-    return float32;
+  if constexpr (std::is_same_v<T, bool>) return bool_;
+  else if constexpr (std::is_same_v<T, uint8_t>) return uint8;
+  else if constexpr (std::is_same_v<T, uint16_t>) return uint16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return uint32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return uint64;
+  else if constexpr (std::is_same_v<T, int8_t>) return int8;
+  else if constexpr (std::is_same_v<T, int16_t>) return int16;
+  else if constexpr (std::is_integral_v<T>) return int32;
+  else if constexpr (std::is_same_v<T, float16_t>) return float16;
+  else if constexpr (std::is_same_v<T, bfloat16_t>) return bfloat16;
+  else if constexpr (std::is_same_v<T, double>) return float32; // Python floats are float32
+  else if constexpr (std::is_same_v<T, complex64_t>) return complex64;
+  else return float32;
 }
 
 template <typename T, typename>
@@ -258,8 +246,9 @@ array::array(T value, Dtype dtype) : desc_(std::make_shared<ArrayDesc>(Shape{}, 
 
 template <typename T>
 array::array(std::initializer_list<T> values, Shape shape, Dtype dtype)
-    : array(std::vector<T>(values),
-            shape.empty() ? Shape{static_cast<int32_t>(values.size())} : shape, dtype) {}
+    : array(std::vector<T>(values), shape.empty() ? Shape{static_cast<int32_t>(values.size())}
+                                                  : shape,
+            dtype) {}
 
 } // namespace loom
 

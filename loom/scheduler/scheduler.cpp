@@ -238,7 +238,9 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   }
   size_t bytes = 0;
   for (auto& o : outputs) bytes += o.nbytes();
-  std::function<void()> task = [node, outputs, waits]() mutable { run_node(node, outputs, waits); };
+  std::function<void()> task = [node, outputs, waits]() mutable {
+    run_node(node, outputs, waits);
+  };
   Event done;
   if (!(may_run_inline && waits.empty() && bytes <= kInlineBytes &&
         worker.try_run_inline(task, done))) {

@@ -174,7 +174,9 @@ void synchronize(Stream s) { scheduler::worker_for(s)->synchronize(); }
 
 void synchronize() { synchronize(default_stream(default_device())); }
 
-void clear_streams() { t_streams.destroy(); }
+void clear_streams() {
+  t_streams.destroy();
+}
 
 namespace scheduler {
 

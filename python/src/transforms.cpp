@@ -82,9 +82,7 @@ std::vector<std::string> to_argnames(nb::handle h, const char* op) {
   return out;
 }
 
-std::string python_type_name(nb::handle h) {
-  return nb::cast<std::string>(h.type().attr("__name__"));
-}
+std::string python_type_name(nb::handle h) { return nb::cast<std::string>(h.type().attr("__name__")); }
 
 // Arrays returned from an outermost transform must not stay tracers, or
 // evaluating them would keep their whole graph alive.
@@ -396,7 +394,8 @@ void init_transforms(nb::module_& m) {
       "Compute the vector-Jacobian product of fun at primals.");
   m.def(
       "jvp",
-      [](nb::callable fun, const std::vector<array>& primals, const std::vector<array>& tangents) {
+      [](nb::callable fun, const std::vector<array>& primals,
+         const std::vector<array>& tangents) {
         auto [outs, jvps] = jvp([&](const std::vector<array>& in) { return call_flat(fun, in); },
                                 primals, tangents);
         return nb::make_tuple(to_list(outs), to_list(jvps));
