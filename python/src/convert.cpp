@@ -695,6 +695,7 @@ nb::object to_list(array& a) {
 namespace {
 
 std::atomic<bool> g_interpreter_exiting{false};
+std::thread::id g_exiting_thread; // runs the exit; written before the flag
 
 [[noreturn]] void park_forever() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
@@ -706,7 +707,10 @@ std::atomic<bool> g_interpreter_exiting{false};
 // nanobind's catch-all) aborts the process ("terminate called without an
 // active exception"). It parks instead; exit() ends it with the process.
 void reacquire_gil(PyThreadState* state) {
-  if (g_interpreter_exiting.load(std::memory_order_acquire)) park_forever();
+  if (g_interpreter_exiting.load(std::memory_order_acquire) &&
+      std::this_thread::get_id() != g_exiting_thread) {
+    park_forever();
+  }
   try {
     PyEval_RestoreThread(state);
   } catch (abi::__forced_unwind&) {
@@ -714,15 +718,19 @@ void reacquire_gil(PyThreadState* state) {
   }
 }
 
-// The flag is set by an atexit callback, which runs before finalization
-// while the main thread still holds the GIL. Registered on first use (with
-// the GIL held, so once).
+// The flag is set by an atexit callback, which runs before finalization on
+// the exiting thread, with the GIL; that thread may still evaluate (later
+// atexit callbacks, finalizers) and takes the GIL back as usual. Registered
+// on first use (with the GIL held, so once).
 void watch_interpreter_exit() {
   static bool registered = false;
   if (registered) return;
   registered = true;
   nb::module_::import_("atexit").attr("register")(
-      nb::cpp_function([] { g_interpreter_exiting.store(true, std::memory_order_release); }));
+      nb::cpp_function([] {
+        g_exiting_thread = std::this_thread::get_id();
+        g_interpreter_exiting.store(true, std::memory_order_release);
+      }));
 }
 
 template <typename F>

@@ -96,9 +96,12 @@ def test_interpreter_exit_with_a_daemon_thread_inside(where):
         started = threading.Event()
         def work():
             while True:
-                x = mx.random.normal((256, 256))
+                # Element-wise work: with matmuls in flight, OpenBLAS's own
+                # exit handler can wait forever for its threads (its issue,
+                # reported separately).
+                x = mx.random.normal((512, 512))
                 for _ in range(20):
-                    x = mx.tanh(x @ x * 0.01)
+                    x = mx.tanh(x * 0.5 + mx.sin(x))
                 started.set()
                 {'mx.eval(x)' if where == 'eval' else 'x.sum().item()'}
         threading.Thread(target=work, daemon=True).start()
@@ -111,6 +114,19 @@ def test_interpreter_exit_with_a_daemon_thread_inside(where):
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == "bye"
         assert "terminate" not in r.stderr
+
+
+def test_evaluation_in_atexit_callbacks_still_works():
+    # The exiting thread itself keeps evaluating normally during exit.
+    code = """
+        import atexit
+        from _backend import mx
+        atexit.register(lambda: print("atexit", (mx.arange(4) * 2).sum().item()))
+        print("main", mx.array([1, 2]).sum().item())
+    """
+    r = _run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["main", "3", "atexit", "12"]
 
 
 @pytest.mark.loom_only
