@@ -65,7 +65,7 @@ echo "== ASan + UBSan: Python tests against build/asan's extension"
 libasan=$(g++ -print-file-name=libasan.so)
 libubsan=$(g++ -print-file-name=libubsan.so)
 LD_PRELOAD="$libasan:$libubsan" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-  PYTHONPATH="$PWD/python:$PWD/build/asan/python" LOOM_TEST_SANITIZED=1 \
+  PYTHONPATH="$PWD/python:$PWD/build/asan/python" \
   .venv/bin/python -m pytest -q -p no:cacheprovider -x python/tests
 
 echo "== TSan: scheduler, allocator, streams, threads, stress (build/tsan)"
