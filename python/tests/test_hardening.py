@@ -161,3 +161,12 @@ def test_evaluation_in_a_forked_child():
         pytest.fail("evaluation after fork() hung")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "0", r.stderr
+
+
+@pytest.mark.parametrize("s", [slice(-3, -3, -1), slice(-3, -2, -1), slice(-3, 0, -1), slice(5, 9, 1)])
+def test_empty_slices_of_a_strided_view(s):
+    # Found by test_properties.py: an empty slice with a negative step and a
+    # start before the first element returned elements of the view.
+    base = np.arange(4, dtype=np.float32)
+    got = mx.array(base)[::2][s]
+    assert got.shape == base[::2][s].shape == (0,)
