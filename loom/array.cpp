@@ -161,7 +161,22 @@ std::vector<array> array::outputs() const {
 void array::detach() { desc_->node.reset(); }
 
 void array::eval() {
-  if (status() != Status::available) loom::eval({*this});
+  if (status() != Status::available) {
+    loom::eval({*this});
+  } else if (desc_->error) {
+    // Another reader made it available first: its kernel still failed.
+    std::rethrow_exception(desc_->error);
+  }
+}
+
+void array::publish_status(Status s) {
+  desc_->status.store(s, std::memory_order_release);
+  desc_->status.notify_all();
+}
+
+Status array::wait_while(Status s) const {
+  desc_->status.wait(s, std::memory_order_acquire);
+  return status();
 }
 
 void array::wait() {
@@ -170,6 +185,8 @@ void array::wait() {
     if (desc_->error) std::rethrow_exception(desc_->error);
     return;
   }
+  // Another thread is scheduling it: its event is set before it moves on.
+  if (s == Status::claimed) s = wait_while(Status::claimed);
   if (s == Status::unscheduled) {
     throw std::runtime_error("[wait] Array was never scheduled for evaluation.");
   }

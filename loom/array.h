@@ -38,8 +38,12 @@ struct Flags {
   bool col_contiguous = true; // Fortran order
 };
 
+// A status moves forward (a claim is only given back when scheduling fails),
+// and every move is a release store: a thread that reads `scheduled` also
+// sees the event and the detached node written before it.
 enum class Status : uint8_t {
   unscheduled, // has a node, no data
+  claimed,     // an evaluating thread owns its node; its event is not set yet
   scheduled,   // handed to a stream; data is valid once its event fires
   available,   // data is valid
 };
@@ -60,8 +64,8 @@ struct ArrayDesc {
 
   std::atomic<Status> status{Status::unscheduled};
   scheduler::Event event;
-  std::exception_ptr error; // set when the kernel that made this array failed
-  bool is_tracer = false;   // built inside a transform: keeps its node after eval
+  std::exception_ptr error;           // set when the kernel that made this array failed
+  std::atomic<bool> is_tracer{false}; // built inside a transform: keeps its node after eval
 
   ArrayDesc(Shape shape, Dtype dtype);
   ~ArrayDesc();
@@ -122,9 +126,14 @@ class array {
   bool is_tracer() const { return desc_->is_tracer; }
   void set_tracer(bool t) { desc_->is_tracer = t; }
 
-  // Evaluation.
+  // Evaluation. Another thread may read the status at any time; the event and
+  // the node may be read by others once the status is past `claimed`.
   Status status() const { return desc_->status.load(std::memory_order_acquire); }
   void set_status(Status s) { desc_->status.store(s, std::memory_order_release); }
+  // Publishes a new status to threads blocked in wait_while().
+  void publish_status(Status s);
+  // Blocks while the status equals `s`; returns the status it moved to.
+  Status wait_while(Status s) const;
   scheduler::Event& event() const { return desc_->event; }
   void eval();
   // Blocks until a scheduled array's data is valid; raises its error if any.

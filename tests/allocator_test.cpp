@@ -70,3 +70,17 @@ TEST(Allocator, OverTheLimitRaisesAndTheProcessCarriesOn) {
   auto fine = allocator::allocate(64 << 20);
   EXPECT_NE(fine->ptr(), nullptr);
 }
+
+TEST(Allocator, LimitDoesNotDependOnTheCache) {
+  // Issue 7, defect 3: a cached buffer that fits the request used to bypass
+  // the limit.
+  clear_cache();
+  { auto warm = allocator::allocate(61 << 20); } // now in the cache
+  ASSERT_GE(get_cache_memory(), size_t(61) << 20);
+  size_t old = set_memory_limit(get_active_memory() + (32 << 20));
+  EXPECT_THROW(allocator::allocate(61 << 20), std::runtime_error);
+  clear_cache();
+  EXPECT_THROW(allocator::allocate(61 << 20), std::runtime_error);
+  set_memory_limit(old);
+  EXPECT_NE(allocator::allocate(61 << 20)->ptr(), nullptr);
+}

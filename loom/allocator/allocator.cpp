@@ -1,5 +1,6 @@
 #include "loom/allocator/allocator.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -50,9 +51,21 @@ Buffer HostAllocator::malloc(size_t size) {
   size_t bucket = bucket_size(size);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // The limit bounds active memory whatever the cache holds, so a request
+    // fails the same way with a warm cache as with an empty one.
+    if (stats_.active + bucket > memory_limit_) {
+      std::ostringstream msg;
+      msg << "[malloc] Out of memory: cannot allocate " << format_bytes(bucket)
+          << " on the cpu pool (active " << format_bytes(stats_.active) << ", cache "
+          << format_bytes(stats_.cache) << ", memory limit " << format_bytes(memory_limit_)
+          << "). Free arrays, evaluate in smaller pieces, or raise the limit with "
+             "set_memory_limit.";
+      throw std::runtime_error(msg.str());
+    }
     // Reuse a cached buffer no more than 1/8 larger than the request.
     auto it = cache_.lower_bound(bucket);
-    if (it != cache_.end() && it->first <= bucket + bucket / 8) {
+    if (it != cache_.end() && it->first <= bucket + bucket / 8 &&
+        stats_.active + it->first <= memory_limit_) {
       Buffer buf{it->second, it->first};
       cache_.erase(it);
       stats_.cache -= buf.size;
@@ -60,18 +73,7 @@ Buffer HostAllocator::malloc(size_t size) {
       stats_.peak = std::max(stats_.peak, stats_.active);
       return buf;
     }
-    if (stats_.active + bucket > memory_limit_) {
-      trim_cache_locked(0);
-      if (stats_.active + bucket > memory_limit_) {
-        std::ostringstream msg;
-        msg << "[malloc] Out of memory: cannot allocate " << format_bytes(bucket)
-            << " on the cpu pool (active " << format_bytes(stats_.active) << ", cache "
-            << format_bytes(stats_.cache) << ", memory limit " << format_bytes(memory_limit_)
-            << "). Free arrays, evaluate in smaller pieces, or raise the limit with "
-               "set_memory_limit.";
-        throw std::runtime_error(msg.str());
-      }
-    } else if (stats_.active + stats_.cache + bucket > memory_limit_) {
+    if (stats_.active + stats_.cache + bucket > memory_limit_) {
       trim_cache_locked(memory_limit_ - stats_.active - bucket);
     }
   }
@@ -160,7 +162,15 @@ void HostAllocator::clear_cache() {
 Allocator& host_allocator() {
   // Leaked on purpose: arrays held by static objects may be freed after
   // main() returns, and must still find their pool.
-  static auto* alloc = new HostAllocator();
+  static auto* alloc = [] {
+    auto* a = new HostAllocator();
+    // A fork() while another thread holds the pool's mutex would leave it
+    // locked forever in the child: hold it across the fork instead.
+    pthread_atfork([] { static_cast<HostAllocator&>(host_allocator()).lock_for_fork(); },
+                   [] { static_cast<HostAllocator&>(host_allocator()).unlock_after_fork(); },
+                   [] { static_cast<HostAllocator&>(host_allocator()).unlock_after_fork(); });
+    return a;
+  }();
   return *alloc;
 }
 

@@ -54,6 +54,8 @@ class HostAllocator final : public Allocator {
   std::string name() const override { return "cpu"; }
 
   static size_t bucket_size(size_t size);
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
 
  private:
   void trim_cache_locked(size_t target);

@@ -1,9 +1,13 @@
 #include "loom/scheduler/scheduler.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
+#include "loom/allocator/allocator.h"
 #include "loom/allocator/memory.h"
 #include "loom/primitives/primitive.h"
 
@@ -133,8 +137,36 @@ struct PendingNode {
   std::vector<int> consumers;
 };
 
-// Collects the unscheduled nodes behind `outputs` and their dependencies.
-std::vector<PendingNode> collect(const std::vector<array>& outputs) {
+// Several threads may evaluate one graph (readers of a shared lazy array,
+// async_eval racing item()). Each unscheduled node is claimed by exactly one
+// of them: collection and claiming happen together under this mutex, and a
+// thread that meets a node claimed by another waits for its status to move
+// past `claimed` before it reads the node's event. A thread only ever waits on
+// claims made before its own, so no cycle of waits can form.
+std::mutex& claim_mutex() {
+  // Leaked: threads may evaluate during exit. Held across fork() so that the
+  // child inherits it unlocked.
+  static auto* m = [] {
+    // The pool's fork handler is registered first, so that its mutex is
+    // taken after this one (the order in which an evaluation nests them).
+    allocator::host_allocator();
+    pthread_atfork([] { claim_mutex().lock(); }, [] { claim_mutex().unlock(); },
+                   [] { claim_mutex().unlock(); });
+    return new std::mutex();
+  }();
+  return *m;
+}
+
+void set_node_status(const Node& node, Status s) {
+  for (auto& w : node.outputs) {
+    if (auto d = w.lock()) array(std::move(d)).publish_status(s);
+  }
+}
+
+// Collects the unscheduled nodes behind `outputs` and their dependencies, and
+// claims them. Must run under claim_mutex(): only there is the node of an
+// unscheduled array stable (its claimer detaches it later).
+std::vector<PendingNode> collect_and_claim(const std::vector<array>& outputs) {
   std::vector<PendingNode> nodes;
   std::unordered_map<const Node*, int> index;
   std::vector<const array*> stack;
@@ -168,16 +200,26 @@ std::vector<PendingNode> collect(const std::vector<array>& outputs) {
     nodes[i].missing = static_cast<int>(producers.size());
     for (int p : producers) nodes[p].consumers.push_back(i);
   }
+  for (auto& p : nodes) set_node_status(*p.node, Status::claimed);
   return nodes;
+}
+
+// Blocks until an input claimed by another thread has its event. If that
+// thread gave its claim up (its scheduling failed), this one schedules it.
+void await_foreign_claim(const array& in) {
+  if (in.status() != Status::claimed) return;
+  if (in.wait_while(Status::claimed) == Status::unscheduled) {
+    async_eval({in});
+    await_foreign_claim(in);
+  }
 }
 
 // Outputs at most this large run on the evaluating thread when their stream
 // is idle: a hand-off to the worker costs more than such a kernel.
 constexpr size_t kInlineBytes = 1 << 16;
 
-void schedule(PendingNode& pending, bool may_run_inline) {
+void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   auto& node = pending.node;
-  auto& worker = worker_for(node->primitive->stream());
   std::vector<array> outputs;
   outputs.reserve(node->outputs.size());
   for (size_t i = 0; i < node->outputs.size(); ++i) {
@@ -189,12 +231,11 @@ void schedule(PendingNode& pending, bool may_run_inline) {
   }
   std::vector<Event> waits;
   for (auto& in : node->inputs) {
-    if (in.status() == Status::scheduled && in.event().timeline &&
-        !in.event().is_signaled()) {
+    await_foreign_claim(in);
+    if (in.status() == Status::scheduled && in.event().timeline && !in.event().is_signaled()) {
       waits.push_back(in.event());
     }
   }
-  for (auto& o : outputs) o.set_status(Status::scheduled);
   size_t bytes = 0;
   for (auto& o : outputs) bytes += o.nbytes();
   std::function<void()> task = [node, outputs, waits]() mutable {
@@ -205,16 +246,23 @@ void schedule(PendingNode& pending, bool may_run_inline) {
         worker.try_run_inline(task, done))) {
     done = worker.submit(std::move(task));
   }
+  // The event and the detached node are written before the status moves on,
+  // so a thread that sees `scheduled` reads both safely.
   for (auto& o : outputs) {
     o.event() = done;
     // Detach now: the task holds the node until its kernel has run, then
     // lets go of the inputs. Tracers keep their graph for the transform.
     if (!o.is_tracer()) o.detach();
+    o.publish_status(Status::scheduled);
   }
 }
 
 void eval_impl(std::vector<array> outputs, bool wait) {
-  auto nodes = collect(outputs);
+  std::vector<PendingNode> nodes;
+  {
+    std::lock_guard<std::mutex> lock(claim_mutex());
+    nodes = collect_and_claim(outputs);
+  }
   if (!nodes.empty()) {
     std::deque<int> ready;
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
@@ -222,29 +270,38 @@ void eval_impl(std::vector<array> outputs, bool wait) {
     }
     const size_t width = static_cast<size_t>(bfs_max_width());
     const size_t limit = get_memory_limit();
-    std::vector<StreamWorker*> used;
-    while (!ready.empty()) {
-      // Breadth-first while the frontier is narrow, depth-first beyond it,
-      // so wide graphs do not keep every branch's buffers alive at once.
-      int i;
-      if (ready.size() <= width) {
-        i = ready.front();
-        ready.pop_front();
-      } else {
-        i = ready.back();
-        ready.pop_back();
+    std::vector<std::shared_ptr<StreamWorker>> used;
+    try {
+      while (!ready.empty()) {
+        // Breadth-first while the frontier is narrow, depth-first beyond it,
+        // so wide graphs do not keep every branch's buffers alive at once.
+        int i;
+        if (ready.size() <= width) {
+          i = ready.front();
+          ready.pop_front();
+        } else {
+          i = ready.back();
+          ready.pop_back();
+        }
+        if (get_active_memory() > limit) {
+          // Over the limit: let in-flight work finish and free its buffers.
+          for (auto& w : used) w->synchronize();
+        }
+        auto w = worker_for(nodes[i].node->primitive->stream());
+        schedule(nodes[i], *w, wait);
+        if (std::find(used.begin(), used.end(), w) == used.end()) used.push_back(std::move(w));
+        for (int c : nodes[i].consumers) {
+          if (--nodes[c].missing == 0) ready.push_back(c);
+        }
+        nodes[i].node.reset();
       }
-      if (get_active_memory() > limit) {
-        // Over the limit: let in-flight work finish and free its buffers.
-        for (auto* w : used) w->synchronize();
+    } catch (...) {
+      // Give up the claims not scheduled, so that no other thread waits on
+      // them forever.
+      for (auto& p : nodes) {
+        if (p.node) set_node_status(*p.node, Status::unscheduled);
       }
-      auto* w = &worker_for(nodes[i].node->primitive->stream());
-      if (std::find(used.begin(), used.end(), w) == used.end()) used.push_back(w);
-      schedule(nodes[i], wait);
-      for (int c : nodes[i].consumers) {
-        if (--nodes[c].missing == 0) ready.push_back(c);
-      }
-      nodes[i].node.reset();
+      throw;
     }
   }
   if (!wait) return;

@@ -56,7 +56,8 @@ class StreamWorker {
   std::thread thread_;
 };
 
-StreamWorker& worker_for(const Stream& stream);
+// The worker of `stream`; raises if the stream was destroyed.
+std::shared_ptr<StreamWorker> worker_for(const Stream& stream);
 // The width of the ready frontier before scheduling turns depth-first
 // (MLX_BFS_MAX_WIDTH / LOOM_BFS_MAX_WIDTH, default 20).
 int bfs_max_width();

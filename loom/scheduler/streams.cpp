@@ -1,5 +1,7 @@
 // Devices and streams: the registry of streams, their owning threads and
 // their workers.
+#include <pthread.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -18,7 +20,9 @@ namespace {
 struct StreamState {
   Stream stream;
   std::thread::id owner;
-  std::unique_ptr<scheduler::StreamWorker> worker;
+  // Shared: another thread evaluating a graph built on this stream keeps the
+  // worker alive while it submits, even if the owner exits meanwhile.
+  std::shared_ptr<scheduler::StreamWorker> worker;
 };
 
 struct Registry {
@@ -28,10 +32,31 @@ struct Registry {
   Device default_device{Device::cpu, 0};
 };
 
+// After fork() the child has none of the parent's worker threads. The
+// registry's mutex is held across fork so the child inherits it unlocked and
+// consistent; the child then drops (leaks: their threads are gone, their
+// mutexes may be held) the old workers, and worker_for() starts new ones.
+void lock_before_fork();
+void unlock_after_fork();
+void reset_in_child();
+
 Registry& registry() {
   // Leaked on purpose: workers must outlive static arrays freed at exit.
-  static auto* r = new Registry();
+  static auto* r = [] {
+    pthread_atfork(&lock_before_fork, &unlock_after_fork, &reset_in_child);
+    return new Registry();
+  }();
   return *r;
+}
+
+void lock_before_fork() { registry().mutex.lock(); }
+void unlock_after_fork() { registry().mutex.unlock(); }
+void reset_in_child() {
+  auto& r = registry();
+  for (auto& [index, state] : r.streams) {
+    new std::shared_ptr<scheduler::StreamWorker>(std::move(state->worker)); // leaked
+  }
+  r.mutex.unlock();
 }
 
 // The streams a thread created, destroyed (after draining) when it exits.
@@ -79,7 +104,7 @@ Stream create_stream(Device d) {
   std::lock_guard<std::mutex> lock(r.mutex);
   Stream s(r.next_index++, d);
   auto state = std::make_unique<StreamState>(StreamState{s, std::this_thread::get_id(), nullptr});
-  state->worker = std::make_unique<scheduler::StreamWorker>(s);
+  state->worker = std::make_shared<scheduler::StreamWorker>(s);
   r.streams.emplace(s.index, std::move(state));
   t_streams.owned.push_back(s.index);
   return s;
@@ -145,7 +170,7 @@ Stream to_stream(StreamOrDevice s) {
   return default_stream(default_device());
 }
 
-void synchronize(Stream s) { scheduler::worker_for(s).synchronize(); }
+void synchronize(Stream s) { scheduler::worker_for(s)->synchronize(); }
 
 void synchronize() { synchronize(default_stream(default_device())); }
 
@@ -155,7 +180,7 @@ void clear_streams() {
 
 namespace scheduler {
 
-StreamWorker& worker_for(const Stream& stream) {
+std::shared_ptr<StreamWorker> worker_for(const Stream& stream) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.streams.find(stream.index);
@@ -165,7 +190,9 @@ StreamWorker& worker_for(const Stream& stream) {
         << ") in current thread; it was destroyed by clear_streams or its thread exited.";
     throw std::runtime_error(msg.str());
   }
-  return *it->second->worker;
+  auto& worker = it->second->worker;
+  if (!worker) worker = std::make_shared<StreamWorker>(stream); // first use after fork()
+  return worker;
 }
 
 int bfs_max_width() {

@@ -1,8 +1,13 @@
 // Python values <-> arrays: scalars, nested lists, NumPy and other buffers.
+#include <cxxabi.h>
+
+#include <atomic>
+#include <chrono>
 #include <complex>
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "elements.h"
 #include "loom/types/dispatch.h"
@@ -687,9 +692,69 @@ nb::object to_list(array& a) {
   });
 }
 
+namespace {
+
+std::atomic<bool> g_interpreter_exiting{false};
+std::thread::id g_exiting_thread; // runs the exit; written before the flag
+
+[[noreturn]] void park_forever() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+// Takes the GIL back after work done without it. A daemon thread still in
+// Loom when the interpreter exits must not: CPython ends such a thread with
+// pthread_exit, whose unwinding through C++ frames (a noexcept destructor,
+// nanobind's catch-all) aborts the process ("terminate called without an
+// active exception"). It parks instead; exit() ends it with the process.
+void reacquire_gil(PyThreadState* state) {
+  if (g_interpreter_exiting.load(std::memory_order_acquire) &&
+      std::this_thread::get_id() != g_exiting_thread) {
+    park_forever();
+  }
+  try {
+    PyEval_RestoreThread(state);
+  } catch (abi::__forced_unwind&) {
+    park_forever(); // finalization began while this thread waited for the GIL
+  }
+}
+
+// The flag is set by an atexit callback, which runs before finalization on
+// the exiting thread, with the GIL; that thread may still evaluate (later
+// atexit callbacks, finalizers) and takes the GIL back as usual. Registered
+// on first use (with the GIL held, so once).
+void watch_interpreter_exit() {
+  static bool registered = false;
+  if (registered) return;
+  registered = true;
+  nb::module_::import_("atexit").attr("register")(
+      nb::cpp_function([] {
+        g_exiting_thread = std::this_thread::get_id();
+        g_interpreter_exiting.store(true, std::memory_order_release);
+      }));
+}
+
+template <typename F>
+void without_gil(F&& work) {
+  watch_interpreter_exit();
+  PyThreadState* state = PyEval_SaveThread();
+  std::exception_ptr error;
+  try {
+    work();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  reacquire_gil(state);
+  if (error) std::rethrow_exception(error);
+}
+
+} // namespace
+
 void eval_nogil(std::vector<array> arrays) {
-  nb::gil_scoped_release release;
-  eval(std::move(arrays));
+  without_gil([&] { eval(std::move(arrays)); });
+}
+
+void async_eval_nogil(std::vector<array> arrays) {
+  without_gil([&] { async_eval(std::move(arrays)); });
 }
 
 void eval_nogil(array& a) {
@@ -697,9 +762,10 @@ void eval_nogil(array& a) {
     a.wait(); // raises the error of a failed kernel
     return;
   }
-  nb::gil_scoped_release release;
-  a.eval();
-  a.wait();
+  without_gil([&] {
+    a.eval();
+    a.wait();
+  });
 }
 
 int mlx_dtype_code(Dtype d) {

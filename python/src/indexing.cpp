@@ -99,6 +99,9 @@ BasicIndex parse_index(const array& a, nb::handle index) {
       if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
       int32_t dim = a.shape()[axis];
       Py_ssize_t len = PySlice_AdjustIndices(dim, &start, &stop, step);
+      // An empty slice may come back with start -1 (before the first element,
+      // for a negative step), which the slice op would read as the last one.
+      if (len == 0) start = stop = 0, step = 1;
       idx.start[axis] = static_cast<int32_t>(start);
       idx.stop[axis] = static_cast<int32_t>(stop);
       idx.step[axis] = static_cast<int32_t>(step);

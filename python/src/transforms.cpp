@@ -6,11 +6,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "loom/ops.h"
 #include "py_ref.h"
 #include "trees.h"
+#include "utils.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -20,22 +22,61 @@ using loom::python::tree_flatten;
 
 namespace {
 
-std::vector<int> to_int_list(nb::handle h) {
+std::string python_type_name(nb::handle h);
+
+// argnums/argnames of grad and value_and_grad: MLX's binding rejects other
+// types with a TypeError, duplicates and negative indices with a ValueError.
+std::vector<int> to_argnums(nb::handle h, const char* op) {
+  auto bad_type = [&](nb::handle v) {
+    return nb::type_error(("[" + std::string(op) +
+                           "] argnums must be an int or a sequence of ints, but got " +
+                           python_type_name(v) + ".")
+                              .c_str());
+  };
   std::vector<int> out;
+  auto add = [&](nb::handle v) {
+    if (!nb::isinstance<nb::int_>(v) || nb::isinstance<nb::bool_>(v)) throw bad_type(v);
+    int a = nb::cast<int>(v);
+    if (a < 0) {
+      throw nb::value_error(("[" + std::string(op) +
+                             "] Can't compute the gradient of negative argument index " +
+                             std::to_string(a))
+                                .c_str());
+    }
+    if (std::find(out.begin(), out.end(), a) != out.end()) {
+      throw nb::value_error(("[" + std::string(op) + "] Duplicate argument index " +
+                             std::to_string(a) + " is not allowed.")
+                                .c_str());
+    }
+    out.push_back(a);
+  };
   if (nb::isinstance<nb::int_>(h)) {
-    out.push_back(nb::cast<int>(h));
+    add(h);
+  } else if (nb::isinstance<nb::sequence>(h) && !nb::isinstance<nb::str>(h)) {
+    for (nb::handle item : h) add(item);
   } else {
-    for (nb::handle item : h) out.push_back(nb::cast<int>(item));
+    throw bad_type(h);
   }
   return out;
 }
 
-std::vector<std::string> to_str_list(nb::handle h) {
+std::vector<std::string> to_argnames(nb::handle h, const char* op) {
+  auto bad_type = [&](nb::handle v) {
+    return nb::type_error(("[" + std::string(op) +
+                           "] argnames must be a str or a sequence of str, but got " +
+                           python_type_name(v) + ".")
+                              .c_str());
+  };
   std::vector<std::string> out;
   if (nb::isinstance<nb::str>(h)) {
     out.push_back(nb::cast<std::string>(h));
+  } else if (nb::isinstance<nb::sequence>(h)) {
+    for (nb::handle item : h) {
+      if (!nb::isinstance<nb::str>(item)) throw bad_type(item);
+      out.push_back(nb::cast<std::string>(item));
+    }
   } else {
-    for (nb::handle item : h) out.push_back(nb::cast<std::string>(item));
+    throw bad_type(h);
   }
   return out;
 }
@@ -49,13 +90,13 @@ struct GradSpec {
   bool single_argnum = false;
 };
 
-GradSpec make_grad_spec(nb::handle argnums, nb::handle argnames) {
+GradSpec make_grad_spec(nb::handle argnums, nb::handle argnames, const char* op) {
   GradSpec spec;
-  spec.argnames = to_str_list(argnames);
+  spec.argnames = to_argnames(argnames, op);
   if (argnums.is_none()) {
     if (spec.argnames.empty()) spec.argnums = {0};
   } else {
-    spec.argnums = to_int_list(argnums);
+    spec.argnums = to_argnums(argnums, op);
   }
   spec.single_argnum = spec.argnums.size() == 1;
   if (spec.argnums.empty() && spec.argnames.empty()) {
@@ -294,21 +335,11 @@ void init_transforms(nb::module_& m) {
   set_capture_warning_hook(&warn_capture);
 
   m.def(
-      "eval",
-      [](nb::args args) {
-        auto arrays = tree_flatten(args, false);
-        nb::gil_scoped_release nogil;
-        eval(std::move(arrays));
-      },
+      "eval", [](nb::args args) { bindings::eval_nogil(tree_flatten(args, false)); },
       nb::sig("def eval(*args) -> None"),
       "Evaluate an array or tree of arrays. Leaves which are not arrays are ignored.");
   m.def(
-      "async_eval",
-      [](nb::args args) {
-        auto arrays = tree_flatten(args, false);
-        nb::gil_scoped_release nogil;
-        async_eval(std::move(arrays));
-      },
+      "async_eval", [](nb::args args) { bindings::async_eval_nogil(tree_flatten(args, false)); },
       nb::sig("def async_eval(*args) -> None"),
       "Schedule the evaluation of arrays or trees of arrays and return at once. A later eval, "
       "or any read of the data (item, printing, NumPy conversion), waits for completion.");
@@ -316,7 +347,7 @@ void init_transforms(nb::module_& m) {
   m.def(
       "value_and_grad",
       [](nb::callable fun, nb::object argnums, nb::object argnames) {
-        GradSpec spec = make_grad_spec(argnums, argnames);
+        GradSpec spec = make_grad_spec(argnums, argnames, "value_and_grad");
         return nb::cpp_function([fun, spec](nb::args args, nb::kwargs kwargs) {
           auto [value, grads] = value_and_grad_call(fun, spec, args, kwargs, false);
           return nb::make_tuple(value, grads);
@@ -329,7 +360,7 @@ void init_transforms(nb::module_& m) {
   m.def(
       "grad",
       [](nb::callable fun, nb::object argnums, nb::object argnames) {
-        GradSpec spec = make_grad_spec(argnums, argnames);
+        GradSpec spec = make_grad_spec(argnums, argnames, "grad");
         return nb::cpp_function([fun, spec](nb::args args, nb::kwargs kwargs) {
           return value_and_grad_call(fun, spec, args, kwargs, true).second;
         });
@@ -365,7 +396,10 @@ void init_transforms(nb::module_& m) {
   m.def(
       "vmap",
       [](nb::callable fun, nb::object in_axes, nb::object out_axes) {
-        return nb::cpp_function([fun, in_axes, out_axes](nb::args args) {
+        return nb::cpp_function([fun, in_axes, out_axes](nb::args args, nb::kwargs kwargs) {
+          if (nb::len(kwargs) > 0) {
+            throw nb::type_error("[vmap] Keyword arguments are not supported.");
+          }
           auto inputs = tree_flatten(args, false);
           std::vector<int> axes;
           nb::object prefix = in_axes;

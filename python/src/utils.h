@@ -78,7 +78,10 @@ nb::object to_scalar(array& a);
 nb::object to_list(array& a);
 
 // Evaluation without holding the GIL.
+// A daemon thread inside one of these at interpreter exit parks instead of
+// taking the GIL back (convert.cpp says why).
 void eval_nogil(std::vector<array> arrays);
+void async_eval_nogil(std::vector<array> arrays);
 void eval_nogil(array& a);
 
 // The MLX printing format.

@@ -178,3 +178,55 @@ def test_evaluated_arrays_can_be_shared_across_threads():
     _run_threads([worker(2), worker(3)])
     assert results[2] == [2.0 * i for i in range(10)]
     assert results[3] == [3.0 * i for i in range(10)]
+
+
+# --- several threads evaluating one lazy graph (issue 7, defect 1) ----------
+# MLX refuses this ("There is no Stream(cpu, 0) in current thread"); Loom makes
+# it safe: each node is claimed by one thread, the others wait for it.
+
+
+def _chain_sum():
+    x = mx.arange(1000).astype(mx.float32)
+    for _ in range(20):
+        x = x + 1
+    return mx.sum(x)  # 499500 + 20 * 1000; a node run twice gives 520500
+
+
+@pytest.mark.loom_only
+def test_readers_of_one_lazy_array_see_one_evaluation():
+    for _ in range(50):
+        s = _chain_sum()
+        seen = []
+        _run_threads([lambda: seen.append(s.item())] * 4)
+        assert seen == [519500.0] * 4
+
+
+@pytest.mark.loom_only
+def test_async_eval_racing_item():
+    for _ in range(50):
+        s = _chain_sum()
+        seen = []
+        _run_threads([lambda: mx.async_eval(s)] + [lambda: seen.append(s.item())] * 2)
+        assert seen == [519500.0] * 2
+        assert s.item() == 519500.0
+
+
+@pytest.mark.loom_only
+def test_lazy_parameter_shared_by_eight_workers():
+    rng = np.random.default_rng(0)
+    wn = rng.standard_normal((32, 32)).astype(np.float32)
+    xs = [rng.standard_normal((32,)).astype(np.float32) for _ in range(8)]
+    for _ in range(5):
+        w = mx.tanh(mx.array(wn) * 0.5)  # built by this thread, evaluated by the workers
+        out = [None] * 8
+
+        def worker(t):
+            def run():
+                out[t] = np.array(w @ mx.array(xs[t]))
+
+            return run
+
+        _run_threads([worker(t) for t in range(8)])
+        w_ref = np.array(mx.tanh(mx.array(wn) * 0.5))
+        for t in range(8):
+            np.testing.assert_array_equal(out[t], np.array(mx.array(w_ref) @ mx.array(xs[t])))

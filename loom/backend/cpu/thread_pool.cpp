@@ -43,7 +43,10 @@ class ThreadPool {
     cv_.notify_all();
     work();
     std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [&] { return remaining_ == 0; });
+    // Every worker that joined this region has left work(): none can read
+    // the next region's counters with this region's job (a stale chunk
+    // index with a dangling job otherwise).
+    done_cv_.wait(lock, [&] { return remaining_ == 0 && active_ == 0; });
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -71,8 +74,11 @@ class ThreadPool {
         cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
         if (stop_) return;
         seen = generation_;
+        ++active_;
       }
       work();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--active_ == 0) done_cv_.notify_all();
     }
   }
 
@@ -85,6 +91,7 @@ class ThreadPool {
   size_t chunks_ = 0;
   std::atomic<size_t> next_{0};
   size_t remaining_ = 0;
+  int active_ = 0; // workers inside work() for the current region
   uint64_t generation_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;

@@ -1,0 +1,172 @@
+"""Defects an adversarial user found (issue 7): argument checks of the
+transforms, the memory limit and the cache, interpreter exit with a thread
+inside the library, fork()."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from _backend import IS_MLX, MODULE_NAME, mx
+
+
+def _f(x, y):
+    return mx.sum(x * y)
+
+
+@pytest.mark.parametrize("argnums", [(0, 0), [1, 1], (0, 1, 0)])
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad"])
+def test_duplicate_argnums_raise(transform, argnums):
+    dup = next(a for i, a in enumerate(argnums) if a in argnums[:i])
+    with pytest.raises(ValueError, match=rf"\[{transform}\] Duplicate argument index {dup} is not allowed"):
+        getattr(mx, transform)(_f, argnums=argnums)
+
+
+def test_negative_argnums_raise():
+    with pytest.raises(ValueError, match="negative argument index -1"):
+        mx.grad(_f, argnums=-1)
+
+
+@pytest.mark.parametrize("argnums", ["x", (0, "x"), 1.5, (0, None)])
+def test_argnums_of_the_wrong_type_raise_type_error(argnums):
+    with pytest.raises(TypeError):
+        mx.grad(_f, argnums=argnums)
+
+
+def test_argnames_of_the_wrong_type_raise_type_error():
+    with pytest.raises(TypeError):
+        mx.grad(_f, argnames=3)
+
+
+def test_distinct_argnums_still_work():
+    x, y = mx.array([1.0, 2.0]), mx.array([3.0, 4.0])
+    gx, gy = mx.grad(_f, argnums=(0, 1))(x, y)
+    assert gx.tolist() == [3.0, 4.0] and gy.tolist() == [1.0, 2.0]
+
+
+def test_vmap_rejects_keyword_arguments():
+    x = mx.ones((3, 2))
+    with pytest.raises(TypeError, match=r"\[vmap\] Keyword arguments are not supported"):
+        mx.vmap(lambda a: a * 2)(a=x)
+    with pytest.raises(TypeError, match=r"\[vmap\] Keyword arguments are not supported"):
+        mx.vmap(lambda a, b=1: a * b)(x, b=x)
+    assert mx.vmap(lambda a: a * 2)(x).tolist() == [[2.0, 2.0]] * 3
+
+
+@pytest.mark.loom_only
+def test_memory_limit_does_not_depend_on_the_cache():
+    # MLX on the CPU does not enforce the limit; Loom raises, and must do so
+    # with a warm cache exactly as with an empty one.
+    n = 61 * 2**20 // 4
+    mx.clear_cache()
+    warm = mx.zeros((n,))
+    mx.eval(warm)
+    del warm  # a 61 MiB buffer now sits in the cache
+    assert mx.get_cache_memory() >= 61 * 2**20
+    old = mx.set_memory_limit(mx.get_active_memory() + 32 * 2**20)
+    try:
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="Out of memory"):
+                mx.eval(mx.ones((n,)))
+            mx.clear_cache()
+    finally:
+        mx.set_memory_limit(old)
+    assert mx.ones((n,)).sum().item() == n
+
+
+def _run_python(code, timeout=60):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__)) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )
+
+
+@pytest.mark.parametrize("where", ["eval", "item"])
+def test_interpreter_exit_with_a_daemon_thread_inside(where):
+    # Issue 7, defect 4: exit while a daemon thread evaluates (or waits in
+    # item()) used to abort with "terminate called without an active exception".
+    code = f"""
+        import threading, time
+        from _backend import mx
+        started = threading.Event()
+        def work():
+            while True:
+                # Element-wise work: with matmuls in flight, OpenBLAS's own
+                # exit handler can wait forever for its threads (its issue,
+                # reported separately).
+                x = mx.random.normal((512, 512))
+                for _ in range(20):
+                    x = mx.tanh(x * 0.5 + mx.sin(x))
+                started.set()
+                {'mx.eval(x)' if where == 'eval' else 'x.sum().item()'}
+        threading.Thread(target=work, daemon=True).start()
+        started.wait()
+        time.sleep(0.2)
+        print("bye")
+    """
+    for _ in range(3):
+        r = _run_python(code)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "bye"
+        assert "terminate" not in r.stderr
+
+
+def test_evaluation_in_atexit_callbacks_still_works():
+    # The exiting thread itself keeps evaluating normally during exit.
+    code = """
+        import atexit
+        from _backend import mx
+        atexit.register(lambda: print("atexit", (mx.arange(4) * 2).sum().item()))
+        print("main", mx.array([1, 2]).sum().item())
+    """
+    r = _run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["main", "3", "atexit", "12"]
+
+
+@pytest.mark.loom_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_evaluation_in_a_forked_child():
+    # Issue 7, defect 5: the child has none of the parent's worker threads;
+    # Loom starts new ones (MLX hangs, so this runs in a subprocess with a
+    # timeout whichever library is under test).
+    code = """
+        import os, sys, warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from _backend import mx
+        a = mx.random.normal((512, 512), key=mx.random.key(0))
+        expected = (a @ a).sum().item()  # the parent's workers have run
+        lazy = (a @ a).sum()             # built before fork, evaluated after
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ok = abs((a @ a).sum().item() - expected) <= 1e-3 * abs(expected)
+                ok = ok and abs(lazy.item() - expected) <= 1e-3 * abs(expected)
+                ok = ok and mx.arange(10).sum().item() == 45
+            except BaseException as e:
+                print("child:", repr(e), file=sys.stderr)
+                os._exit(2)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """
+    try:
+        r = _run_python(code, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("evaluation after fork() hung")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0", r.stderr
+
+
+@pytest.mark.parametrize("s", [slice(-3, -3, -1), slice(-3, -2, -1), slice(-3, 0, -1), slice(5, 9, 1)])
+def test_empty_slices_of_a_strided_view(s):
+    # Found by test_properties.py: an empty slice with a negative step and a
+    # start before the first element returned elements of the view.
+    base = np.arange(4, dtype=np.float32)
+    got = mx.array(base)[::2][s]
+    assert got.shape == base[::2][s].shape == (0,)
