@@ -8,6 +8,7 @@
 
 // Transforms, eval/async_eval and tree utilities (python/src/transforms.cpp).
 void init_transforms(nb::module_& m);
+void init_indexing_ops(nb::module_& m);
 
 namespace loom::bindings {
 
@@ -122,6 +123,7 @@ NB_MODULE(core, m) {
   init_composites(m);
   init_random(m);
   init_transforms(m);
+  init_indexing_ops(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;

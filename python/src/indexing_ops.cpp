@@ -1,0 +1,200 @@
+// Bindings of the array-indexing ops (take, take_along_axis, put_along_axis)
+// and of `array.at`'s class. Each converts arguments and calls one op of
+// loom/ops/indexing.h.
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "utils.h"
+
+namespace loom::bindings {
+
+void init_indexing(nb::module_& m);
+
+void init_indexing_ops(nb::module_& m) {
+  init_indexing(m);
+  m.def(
+      "take",
+      [](const array& a, const ScalarOrArray& indices, std::optional<int> axis,
+         const StreamArg& s) {
+        array idx = to_array(indices.obj);
+        if (!is_integral(idx.dtype())) {
+          throw std::invalid_argument("[gather] Got indices with invalid dtype " +
+                                      dtype_name(idx.dtype()) + ". Indices must be integral.");
+        }
+        return axis ? take(a, idx, *axis, s) : take(a, idx, s);
+      },
+      nb::arg("a"), nb::arg("indices"), nb::arg("axis") = nb::none(), nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      nb::sig("def take(a: array, /, indices: int | array, axis: int | None = None, *, stream: "
+              "StreamOrDevice = None) -> array"),
+      "Take elements along an axis.\n\n"
+      "The elements of ``a`` at ``indices`` along ``axis`` (of the flattened\n"
+      "array when ``axis`` is ``None``). Negative indices count from the end;\n"
+      "an index out of range raises when the result is evaluated.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    indices (int or array): Integer indices.\n"
+      "    axis (int, optional): The axis. Default: ``None``.\n\n"
+      "Returns:\n    array: The indexed values of ``a``.");
+
+  m.def(
+      "take_along_axis",
+      [](const array& a, const array& indices, std::optional<int> axis, const StreamArg& s) {
+        return axis ? take_along_axis(a, indices, *axis, s) : take_along_axis(a, indices, s);
+      },
+      nb::arg("a"), nb::arg("indices"), nb::arg("axis") = -1, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      nb::sig("def take_along_axis(a: array, /, indices: array, axis: int | None = -1, *, "
+              "stream: StreamOrDevice = None) -> array"),
+      "Take values along an axis at the given indices.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    indices (array): Indices with the same number of dimensions as ``a``\n"
+      "      (broadcast with it on every other axis).\n"
+      "    axis (int, optional): The axis; ``None`` flattens ``a``. Default: ``-1``.\n\n"
+      "Returns:\n    array: The values of ``a`` at the indices.");
+
+  m.def(
+      "put_along_axis",
+      [](const array& a, const array& indices, const ScalarOrArray& values,
+         std::optional<int> axis, const StreamArg& s) {
+        array v = to_array(values.obj, a.dtype());
+        return axis ? put_along_axis(a, indices, v, *axis, s) : put_along_axis(a, indices, v, s);
+      },
+      nb::arg("a"), nb::arg("indices"), nb::arg("values"), nb::arg("axis") = nb::none(),
+      nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def put_along_axis(a: array, /, indices: array, values: array, axis: int | None = "
+              "None, *, stream: StreamOrDevice = None) -> array"),
+      "Put values along an axis at the given indices.\n\n"
+      "Args:\n"
+      "    a (array): Destination array.\n"
+      "    indices (array): Indices with the same number of dimensions as ``a``.\n"
+      "    values (array): Values to write, broadcast with ``indices``.\n"
+      "    axis (int, optional): The axis; ``None`` flattens ``a``. Default: ``None``.\n\n"
+      "Returns:\n    array: ``a`` with the values written.");
+
+  // --- sorting and selection --------------------------------------------------
+  auto def_sort = [&](const char* name, array (*with_axis)(const array&, int, StreamOrDevice),
+                      array (*flat)(const array&, StreamOrDevice), const char* doc) {
+    m.def(
+        name,
+        [with_axis, flat](const array& a, std::optional<int> axis, const StreamArg& s) {
+          return axis ? with_axis(a, *axis, s) : flat(a, s);
+        },
+        nb::arg("a"), nb::arg("axis") = -1, nb::kw_only(), nb::arg("stream") = nb::none(),
+        nb::sig((std::string("def ") + name +
+                 "(a: array, /, axis: None | int = -1, *, stream: StreamOrDevice = None) -> "
+                 "array")
+                    .c_str()),
+        doc);
+  };
+  def_sort("sort", &loom::sort, &loom::sort,
+           "Sorted copy of the array along an axis (NaN last).\n\n"
+           "Args:\n    a (array): Input array.\n"
+           "    axis (int or None, optional): The axis; ``None`` sorts the flattened\n"
+           "      array. Default: ``-1``.\n\nReturns:\n    array: The sorted array.");
+  def_sort("argsort", &loom::argsort, &loom::argsort,
+           "Indices that sort the array along an axis (stable, NaN last).\n\n"
+           "Args:\n    a (array): Input array.\n"
+           "    axis (int or None, optional): The axis; ``None`` sorts the flattened\n"
+           "      array. Default: ``-1``.\n\nReturns:\n    array: ``uint32`` indices.");
+  auto def_kth = [&](const char* name, array (*with_axis)(const array&, int, int, StreamOrDevice),
+                     array (*flat)(const array&, int, StreamOrDevice), const char* arg,
+                     const char* doc) {
+    m.def(
+        name,
+        [with_axis, flat](const array& a, int kth, std::optional<int> axis, const StreamArg& s) {
+          return axis ? with_axis(a, kth, *axis, s) : flat(a, kth, s);
+        },
+        nb::arg("a"), nb::arg(arg), nb::arg("axis") = -1, nb::kw_only(),
+        nb::arg("stream") = nb::none(),
+        nb::sig((std::string("def ") + name + "(a: array, /, " + arg +
+                 ": int, axis: None | int = -1, *, stream: StreamOrDevice = None) -> array")
+                    .c_str()),
+        doc);
+  };
+  def_kth("partition", &loom::partition, &loom::partition, "kth",
+          "Partially sorted copy: the element at ``kth`` is where a sort would put\n"
+          "it, smaller-or-equal elements before it, larger-or-equal after (each\n"
+          "side in no particular order).\n\n"
+          "Args:\n    a (array): Input array.\n    kth (int): The pivot position.\n"
+          "    axis (int or None, optional): The axis. Default: ``-1``.\n\n"
+          "Returns:\n    array: The partitioned array.");
+  def_kth("argpartition", &loom::argpartition, &loom::argpartition, "kth",
+          "Indices that partition the array (see :func:`partition`).\n\n"
+          "Args:\n    a (array): Input array.\n    kth (int): The pivot position.\n"
+          "    axis (int or None, optional): The axis. Default: ``-1``.\n\n"
+          "Returns:\n    array: ``uint32`` indices.");
+  def_kth("topk", &loom::topk, &loom::topk, "k",
+          "The ``k`` largest elements along an axis, in no particular order.\n\n"
+          "Args:\n    a (array): Input array.\n    k (int): How many.\n"
+          "    axis (int or None, optional): The axis. Default: ``-1``.\n\n"
+          "Returns:\n    array: The top ``k`` elements.");
+
+  // --- scans ------------------------------------------------------------------
+  using ScanFn = array (*)(const array&, std::optional<int>, bool, bool, StreamOrDevice);
+  auto scan_doc = [](const char* what) {
+    return std::string("Cumulative ") + what +
+           " along an axis.\n\n"
+           "Args:\n    a (array): Input array.\n"
+           "    axis (int, optional): The axis; ``None`` scans the flattened array.\n"
+           "    reverse (bool): Scan from the end. Default: ``False``.\n"
+           "    inclusive (bool): Include the element itself (else the first output\n"
+           "      is the identity). Default: ``True``.\n\n"
+           "Returns:\n    array: The scan.";
+  };
+  static std::vector<std::string> docs;
+  for (auto [name, fn, what] : {std::tuple<const char*, ScanFn, const char*>{"cumsum", &loom::cumsum, "sum"},
+                                {"cumprod", &loom::cumprod, "product"}}) {
+    docs.push_back(scan_doc(what));
+    m.def(
+        name,
+        [fn](const array& a, std::optional<int> axis, bool reverse, bool inclusive,
+             std::optional<Dtype> dtype, const StreamArg& s) {
+          return fn(dtype ? astype(a, *dtype, s) : a, axis, reverse, inclusive, s);
+        },
+        nb::arg("a"), nb::arg("axis") = nb::none(), nb::kw_only(), nb::arg("reverse") = false,
+        nb::arg("inclusive") = true, nb::arg("dtype") = nb::none(), nb::arg("stream") = nb::none(),
+        nb::sig((std::string("def ") + name +
+                 "(a: array, /, axis: int | None = None, *, reverse: bool = False, inclusive: "
+                 "bool = True, dtype: Dtype | None = None, stream: StreamOrDevice = None) -> "
+                 "array")
+                    .c_str()),
+        docs.back().c_str());
+  }
+  for (auto [name, fn, what] :
+       {std::tuple<const char*, ScanFn, const char*>{"cummax", &loom::cummax, "maximum"},
+        {"cummin", &loom::cummin, "minimum"},
+        {"logcumsumexp", &loom::logcumsumexp, "log-sum-exp"}}) {
+    docs.push_back(scan_doc(what));
+    m.def(
+        name,
+        [fn](const array& a, std::optional<int> axis, bool reverse, bool inclusive,
+             const StreamArg& s) { return fn(a, axis, reverse, inclusive, s); },
+        nb::arg("a"), nb::arg("axis") = nb::none(), nb::kw_only(), nb::arg("reverse") = false,
+        nb::arg("inclusive") = true, nb::arg("stream") = nb::none(),
+        nb::sig((std::string("def ") + name +
+                 "(a: array, /, axis: int | None = None, *, reverse: bool = False, inclusive: "
+                 "bool = True, stream: StreamOrDevice = None) -> array")
+                    .c_str()),
+        docs.back().c_str());
+  }
+  // Array methods of the scans (MLX has them, without dtype; not the sorts).
+  nb::handle cls = nb::type<array>();
+  for (auto [name, fn] : {std::pair<const char*, ScanFn>{"cumsum", &loom::cumsum},
+                          {"cumprod", &loom::cumprod},
+                          {"cummax", &loom::cummax},
+                          {"cummin", &loom::cummin},
+                          {"logcumsumexp", &loom::logcumsumexp}}) {
+    nb::setattr(cls, name,
+                nb::cpp_function(
+                    [fn](const array& self, std::optional<int> axis, bool reverse, bool inclusive,
+                         const StreamArg& s) { return fn(self, axis, reverse, inclusive, s); },
+                    nb::is_method(), nb::name(name), nb::scope(cls), nb::arg("axis") = nb::none(),
+                    nb::kw_only(), nb::arg("reverse") = false, nb::arg("inclusive") = true,
+                    nb::arg("stream") = nb::none(), "See the function of the same name."));
+  }
+}
+
+} // namespace loom::bindings
