@@ -50,8 +50,7 @@ TEST(Gather, OutOfRangeIndexRaisesAtEvaluation) {
 TEST(Scatter, RepeatedIndicesAccumulate) {
   array a = zeros({4});
   array idx({0, 2, 0, 0}, {4}, int32);
-  EXPECT_EQ(values<float>(scatter_add(a, {idx}, ones({4}), {0})),
-            (std::vector<float>{3, 0, 1, 0}));
+  EXPECT_EQ(values<float>(scatter_add(a, {idx}, ones({4}), {0})), (std::vector<float>{3, 0, 1, 0}));
   EXPECT_EQ(values<float>(scatter_max(a, {idx}, array({1.0f, 5.0f, 7.0f, 2.0f}, {4}), {0})),
             (std::vector<float>{7, 0, 5, 0}));
   EXPECT_EQ(values<float>(scatter(a, {array({1, 3}, {2}, int32)}, array(9.0f), {0})),
@@ -69,9 +68,7 @@ TEST(Gather, GradientIsAScatterAdd) {
 TEST(Gather, VmapOverSourceAndIndices) {
   array a = iota({3, 4});
   array idx({3, 0, 1, 1, 2, 2}, {3, 2}, int32);
-  auto fn = [](const std::vector<array>& x) {
-    return std::vector<array>{take(x[0], x[1], 0)};
-  };
+  auto fn = [](const std::vector<array>& x) { return std::vector<array>{take(x[0], x[1], 0)}; };
   array out = vmap(fn, {0, 0}, {0})({a, idx})[0];
   EXPECT_EQ(values<float>(out), (std::vector<float>{3, 0, 5, 5, 10, 10}));
 }
@@ -114,9 +111,7 @@ TEST(Scan, ForwardReverseExclusiveAndDtypes) {
 }
 
 TEST(Scan, CumprodGradientWithZeros) {
-  auto fn = [](const std::vector<array>& x) {
-    return std::vector<array>{sum(cumprod(x[0], 0))};
-  };
+  auto fn = [](const std::vector<array>& x) { return std::vector<array>{sum(cumprod(x[0], 0))}; };
   auto [outs, grads] = vjp(fn, {array({2.0f, 0.0f, 3.0f}, {3})}, {array(1.0f)});
   // out = {2, 0, 0}: d/dx0 = 1, d/dx1 = 2 + 2*3, d/dx2 = 0
   EXPECT_EQ(values<float>(grads[0]), (std::vector<float>{1, 8, 0}));

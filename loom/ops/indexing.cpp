@@ -74,20 +74,24 @@ array make_scatter(const array& a, const std::vector<array>& indices, const arra
     try {
       upd = broadcast_to(upd, want, s);
     } catch (const std::invalid_argument&) {
-      throw std::invalid_argument(op_prefix(op) + "Updates with shape " +
-                                  shape_to_string(updates.shape()) +
-                                  " cannot be broadcast to the indexed shape " +
-                                  shape_to_string(want) + ".");
+      throw std::invalid_argument(
+          op_prefix(op) + "Updates with shape " + shape_to_string(updates.shape()) +
+          " cannot be broadcast to the indexed shape " + shape_to_string(want) + ".");
     }
   }
   if (idx.empty()) {
     // Nothing indexed: the whole array is the one block.
     switch (type) {
-      case Scatter::ReduceType::none: return copy(upd, s);
-      case Scatter::ReduceType::sum: return add(a, upd, s);
-      case Scatter::ReduceType::prod: return multiply(a, upd, s);
-      case Scatter::ReduceType::max: return maximum(a, upd, s);
-      case Scatter::ReduceType::min: return minimum(a, upd, s);
+      case Scatter::ReduceType::none:
+        return copy(upd, s);
+      case Scatter::ReduceType::sum:
+        return add(a, upd, s);
+      case Scatter::ReduceType::prod:
+        return multiply(a, upd, s);
+      case Scatter::ReduceType::max:
+        return maximum(a, upd, s);
+      case Scatter::ReduceType::min:
+        return minimum(a, upd, s);
     }
   }
   std::vector<array> inputs{a};
@@ -138,8 +142,8 @@ std::vector<int> restore_order(const std::vector<int>& axes, int ndim) {
 // One outer-product index per entry of `axes`: start[i] (wrapped when
 // negative, then clamped so `sizes[i]` elements fit) + arange(sizes[i]).
 std::vector<array> window_indices(const array& a, const array& start_indices,
-                                  const std::vector<int>& axes, const Shape& sizes,
-                                  const char* op, StreamOrDevice s) {
+                                  const std::vector<int>& axes, const Shape& sizes, const char* op,
+                                  StreamOrDevice s) {
   if (!is_integral(start_indices.dtype())) {
     throw std::invalid_argument(op_prefix(op) + "Start indices must be integers, got type " +
                                 dtype_name(start_indices.dtype()) + ".");
@@ -185,10 +189,10 @@ array put_or_add_along_axis(const array& a, const array& indices, const array& v
   Shape shape = a.shape();
   shape[axis] = upd.size() == shape.size() ? upd[axis] : indices.shape(axis);
   array vals = broadcast_to(values, shape, s);
-  return add ? scatter_add(a, along_axis_indices(shape, indices, axis, s), vals, all_axes(a.ndim()), s)
+  return add ? scatter_add(a, along_axis_indices(shape, indices, axis, s), vals, all_axes(a.ndim()),
+                           s)
              : scatter(a, along_axis_indices(shape, indices, axis, s), vals, all_axes(a.ndim()), s);
 }
-
 
 } // namespace
 
@@ -297,8 +301,7 @@ array scatter_add_axis(const array& a, const array& indices, const array& values
   return put_or_add_along_axis(a, indices, values, axis, true, "scatter_add_axis", s);
 }
 
-array put_along_axis(const array& a, const array& indices, const array& values,
-                     StreamOrDevice s) {
+array put_along_axis(const array& a, const array& indices, const array& values, StreamOrDevice s) {
   return reshape(put_along_axis(reshape(a, {-1}, s), indices, values, 0, s), a.shape(), s);
 }
 
@@ -334,19 +337,17 @@ array slice_update(const array& a, const array& update, const array& start_indic
                    std::vector<int> axes, StreamOrDevice s) {
   axes = checked_axes(a, axes, "slice_update");
   if (update.ndim() > a.ndim()) {
-    throw std::invalid_argument("[slice_update] Update with shape " +
-                                shape_to_string(update.shape()) +
-                                " has more dimensions than the array with shape " +
-                                shape_to_string(a.shape()) + ".");
+    throw std::invalid_argument(
+        "[slice_update] Update with shape " + shape_to_string(update.shape()) +
+        " has more dimensions than the array with shape " + shape_to_string(a.shape()) + ".");
   }
   Shape ushape(a.ndim() - update.ndim(), 1);
   ushape.insert(ushape.end(), update.shape().begin(), update.shape().end());
   for (int d = 0; d < a.ndim(); ++d) {
     if (ushape[d] > a.shape(d)) {
-      throw std::invalid_argument("[slice_update] Update with shape " +
-                                  shape_to_string(update.shape()) +
-                                  " does not fit in the array with shape " +
-                                  shape_to_string(a.shape()) + ".");
+      throw std::invalid_argument(
+          "[slice_update] Update with shape " + shape_to_string(update.shape()) +
+          " does not fit in the array with shape " + shape_to_string(a.shape()) + ".");
     }
   }
   array upd = reshape(update, ushape, s);

@@ -44,8 +44,7 @@ struct BatchedIndexing {
 };
 
 BatchedIndexing batch_indexing(const std::vector<array>& inputs, const std::vector<int>& in_axes,
-                               size_t num_indices, const std::vector<int>& axes,
-                               const Stream& s) {
+                               size_t num_indices, const std::vector<int>& axes, const Stream& s) {
   int32_t b = batch_size(inputs, in_axes);
   BatchedIndexing out{batch_first(inputs[0], in_axes[0], b, s), {}, {0}};
   Shape idx_shape = inputs[1].shape();
@@ -91,9 +90,8 @@ std::vector<array> Gather::vjp(const std::vector<array>& primals,
     if (arg == 0) {
       // Repeated indices must accumulate: the cotangent of a gather is a
       // scatter-add.
-      out.push_back(scatter_add(zeros_like(primals[0], stream()),
-                                index_args(primals, axes_.size()), cotangents[0], axes_,
-                                stream()));
+      out.push_back(scatter_add(zeros_like(primals[0], stream()), index_args(primals, axes_.size()),
+                                cotangents[0], axes_, stream()));
     } else {
       out.push_back(zeros_like(primals[arg], stream()));
     }
@@ -146,11 +144,16 @@ void Gather::print_params(std::ostream& os) const { print_axes(os, axes_); }
 
 const char* Scatter::name() const {
   switch (type_) {
-    case ReduceType::none: return "Scatter";
-    case ReduceType::sum: return "ScatterAdd";
-    case ReduceType::prod: return "ScatterProd";
-    case ReduceType::max: return "ScatterMax";
-    case ReduceType::min: return "ScatterMin";
+    case ReduceType::none:
+      return "Scatter";
+    case ReduceType::sum:
+      return "ScatterAdd";
+    case ReduceType::prod:
+      return "ScatterProd";
+    case ReduceType::max:
+      return "ScatterMax";
+    case ReduceType::min:
+      return "ScatterMin";
   }
   return "Scatter";
 }
@@ -170,10 +173,10 @@ std::vector<array> Scatter::vjp(const std::vector<array>& primals,
   for (int arg : argnums) {
     if (arg == 0) {
       // Overwritten blocks receive nothing; accumulated ones pass it through.
-      out.push_back(type_ == ReduceType::sum
-                        ? cot
-                        : scatter(cot, indices, zeros_like(primals[upd], stream()), axes_,
-                                  stream()));
+      out.push_back(
+          type_ == ReduceType::sum
+              ? cot
+              : scatter(cot, indices, zeros_like(primals[upd], stream()), axes_, stream()));
     } else if (static_cast<size_t>(arg) == upd) {
       out.push_back(gather(cot, indices, axes_, stream()));
     } else {

@@ -22,11 +22,16 @@ array iota_along(const array& like, int axis, const Stream& s) {
 
 const char* Scan::name() const {
   switch (type_) {
-    case ReduceType::sum: return "CumSum";
-    case ReduceType::prod: return "CumProd";
-    case ReduceType::max: return "CumMax";
-    case ReduceType::min: return "CumMin";
-    case ReduceType::logaddexp: return "CumLogaddexp";
+    case ReduceType::sum:
+      return "CumSum";
+    case ReduceType::prod:
+      return "CumProd";
+    case ReduceType::max:
+      return "CumMax";
+    case ReduceType::min:
+      return "CumMin";
+    case ReduceType::logaddexp:
+      return "CumLogaddexp";
   }
   return "Scan";
 }
@@ -71,13 +76,13 @@ std::pair<array, array> exclusive_pairs(const array& incl, const array& excl, in
                                         bool reverse, const Stream& s) {
   int n = incl.shape(axis);
   Shape a0(incl.ndim(), 0), a1 = incl.shape(), b0(incl.ndim(), 0), b1 = incl.shape(),
-      step(incl.ndim(), 1);
+                            step(incl.ndim(), 1);
   if (reverse) {
-    a0[axis] = 1;      // inclusive at j + 1 ...
-    b1[axis] = n - 1;  // ... for exclusive j < n - 1
+    a0[axis] = 1;     // inclusive at j + 1 ...
+    b1[axis] = n - 1; // ... for exclusive j < n - 1
   } else {
-    a1[axis] = n - 1;  // inclusive at j - 1 ...
-    b0[axis] = 1;      // ... for exclusive j >= 1
+    a1[axis] = n - 1; // inclusive at j - 1 ...
+    b0[axis] = 1;     // ... for exclusive j >= 1
   }
   return {slice(incl, a0, a1, step, s), slice(excl, b0, b1, step, s)};
 }
@@ -95,8 +100,8 @@ std::vector<array> Scan::vjp(const std::vector<array>& primals,
       return {cumsum(cot, axis_, !reverse_, inclusive_, s)};
     case ReduceType::prod: {
       ProdParts p = prod_parts(x, axis_, reverse_, inclusive_, s);
-      array regular = divide(cumsum(multiply(cot, out, s), axis_, !reverse_, inclusive_, s),
-                             p.safe_x, s);
+      array regular =
+          divide(cumsum(multiply(cot, out, s), axis_, !reverse_, inclusive_, s), p.safe_x, s);
       array at_zero = cumsum(multiply(cot, p.y_scan, s), axis_, !reverse_, inclusive_, s);
       return {where(p.first_zero, at_zero, regular, s)};
     }
@@ -139,10 +144,10 @@ std::vector<array> Scan::jvp(const std::vector<array>& primals, const std::vecto
     case ReduceType::prod: {
       ProdParts p = prod_parts(x, axis_, reverse_, inclusive_, s);
       array zero = zeros_like(t, s);
-      array regular =
-          multiply(out, cumsum(where(p.is_zero, zero, divide(t, p.safe_x, s), s), axis_,
-                               reverse_, inclusive_, s),
-                   s);
+      array regular = multiply(
+          out,
+          cumsum(where(p.is_zero, zero, divide(t, p.safe_x, s), s), axis_, reverse_, inclusive_, s),
+          s);
       array t_zero = cumsum(where(p.first_zero, t, zero, s), axis_, reverse_, inclusive_, s);
       return {add(regular, multiply(t_zero, p.y_scan, s), s)};
     }

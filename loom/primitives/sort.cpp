@@ -8,9 +8,12 @@ namespace loom {
 
 const char* Sort::name() const {
   switch (kind_) {
-    case Kind::values: return "Sort";
-    case Kind::indices: return "ArgSort";
-    case Kind::partition_indices: return "ArgPartition";
+    case Kind::values:
+      return "Sort";
+    case Kind::indices:
+      return "ArgSort";
+    case Kind::partition_indices:
+      return "ArgPartition";
   }
   return "Sort";
 }

@@ -105,10 +105,10 @@ Index parse_entries(const array& a, nb::handle index) {
         for (int d = 0; d < idx.ndim(); ++d) {
           if (axis + d >= a.ndim() || a.shape(axis + d) != idx.shape(d)) {
             std::string size = axis + d < a.ndim() ? std::to_string(a.shape(axis + d)) : "0";
-            throw std::out_of_range(
-                "boolean index did not match indexed array along axis " +
-                std::to_string(axis + d) + "; size of axis is " + size +
-                " but size of corresponding boolean axis is " + std::to_string(idx.shape(d)));
+            throw std::out_of_range("boolean index did not match indexed array along axis " +
+                                    std::to_string(axis + d) + "; size of axis is " + size +
+                                    " but size of corresponding boolean axis is " +
+                                    std::to_string(idx.shape(d)));
           }
         }
         for (auto& c : mask_coordinates(idx)) entries.push_back({Kind::advanced, h, c});
@@ -143,7 +143,8 @@ Index parse_entries(const array& a, nb::handle index) {
   bool expanded = false;
   for (auto& e : entries) {
     if (e.kind == Kind::ellipsis) {
-      for (int k = 0; k < a.ndim() - consuming; ++k) out.entries.push_back({Kind::slice, whole, {}});
+      for (int k = 0; k < a.ndim() - consuming; ++k)
+        out.entries.push_back({Kind::slice, whole, {}});
       expanded = true;
     } else {
       out.entries.push_back(e);
@@ -250,8 +251,8 @@ Plan make_plan(const array& a, nb::handle index) {
   p.adv_indices = p.adv_indices.size() > 1 ? broadcast_arrays(p.adv_indices) : p.adv_indices;
   Shape ishape = p.adv_indices[0].shape();
   int m = static_cast<int>(ishape.size());
-  bool adjacent = adv_entry_pos.back() - adv_entry_pos.front() + 1 ==
-                  static_cast<int>(adv_entry_pos.size());
+  bool adjacent =
+      adv_entry_pos.back() - adv_entry_pos.front() + 1 == static_cast<int>(adv_entry_pos.size());
   // Final order: the advanced block where the first advanced index stood if
   // the advanced indices are adjacent, else first.
   std::vector<char> final_layout;
@@ -328,13 +329,20 @@ enum class AtOp { set, add, subtract, multiply, divide, maximum, minimum };
 
 array combine(const array& current, const array& update, AtOp op) {
   switch (op) {
-    case AtOp::set: return update;
-    case AtOp::add: return add(current, update);
-    case AtOp::subtract: return subtract(current, update);
-    case AtOp::multiply: return multiply(current, update);
-    case AtOp::divide: return divide(current, update);
-    case AtOp::maximum: return maximum(current, update);
-    case AtOp::minimum: return minimum(current, update);
+    case AtOp::set:
+      return update;
+    case AtOp::add:
+      return add(current, update);
+    case AtOp::subtract:
+      return subtract(current, update);
+    case AtOp::multiply:
+      return multiply(current, update);
+    case AtOp::divide:
+      return divide(current, update);
+    case AtOp::maximum:
+      return maximum(current, update);
+    case AtOp::minimum:
+      return minimum(current, update);
   }
   return update;
 }
@@ -362,12 +370,18 @@ array update_at(const array& a, nb::handle index, nb::handle value, AtOp op) {
   array target = p.sliced ? slice(a, p.start, p.stop, p.step) : a;
   array out = target;
   switch (op) {
-    case AtOp::set: out = scatter(target, p.adv_indices, update, p.adv_axes); break;
-    case AtOp::add: out = scatter_add(target, p.adv_indices, update, p.adv_axes); break;
+    case AtOp::set:
+      out = scatter(target, p.adv_indices, update, p.adv_axes);
+      break;
+    case AtOp::add:
+      out = scatter_add(target, p.adv_indices, update, p.adv_axes);
+      break;
     case AtOp::subtract:
       out = scatter_add(target, p.adv_indices, negative(update), p.adv_axes);
       break;
-    case AtOp::multiply: out = scatter_prod(target, p.adv_indices, update, p.adv_axes); break;
+    case AtOp::multiply:
+      out = scatter_prod(target, p.adv_indices, update, p.adv_axes);
+      break;
     case AtOp::divide:
       // Repeated indices divide repeatedly: a product of reciprocals.
       if (is_inexact(a.dtype())) {
@@ -377,8 +391,12 @@ array update_at(const array& a, nb::handle index, nb::handle value, AtOp op) {
         out = scatter(target, p.adv_indices, once, p.adv_axes);
       }
       break;
-    case AtOp::maximum: out = scatter_max(target, p.adv_indices, update, p.adv_axes); break;
-    case AtOp::minimum: out = scatter_min(target, p.adv_indices, update, p.adv_axes); break;
+    case AtOp::maximum:
+      out = scatter_max(target, p.adv_indices, update, p.adv_axes);
+      break;
+    case AtOp::minimum:
+      out = scatter_min(target, p.adv_indices, update, p.adv_axes);
+      break;
   }
   if (!p.sliced) return out;
   return slice_update(a, out, p.start, p.stop, p.step);
@@ -414,7 +432,9 @@ void init_indexing(nb::module_& m) {
                       "Out-of-place updates at an index: ``a.at[idx].add(v)``. Unlike\n"
                       "``a[idx] += v``, repeated indices accumulate.")
       .def("__getitem__",
-           [](const ArrayAt& self, nb::object index) { return ArrayAt{self.a, index}; })
+           [](const ArrayAt& self, nb::object index) {
+             return ArrayAt{self.a, index};
+           })
       .def(
           "add",
           [](const ArrayAt& s, const ScalarOrArray& v) {

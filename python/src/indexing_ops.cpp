@@ -57,8 +57,8 @@ void init_indexing_ops(nb::module_& m) {
 
   m.def(
       "put_along_axis",
-      [](const array& a, const array& indices, const ScalarOrArray& values,
-         std::optional<int> axis, const StreamArg& s) {
+      [](const array& a, const array& indices, const ScalarOrArray& values, std::optional<int> axis,
+         const StreamArg& s) {
         array v = to_array(values.obj, a.dtype());
         return axis ? put_along_axis(a, indices, v, *axis, s) : put_along_axis(a, indices, v, s);
       },
@@ -145,8 +145,9 @@ void init_indexing_ops(nb::module_& m) {
            "Returns:\n    array: The scan.";
   };
   static std::vector<std::string> docs;
-  for (auto [name, fn, what] : {std::tuple<const char*, ScanFn, const char*>{"cumsum", &loom::cumsum, "sum"},
-                                {"cumprod", &loom::cumprod, "product"}}) {
+  for (auto [name, fn, what] :
+       {std::tuple<const char*, ScanFn, const char*>{"cumsum", &loom::cumsum, "sum"},
+        {"cumprod", &loom::cumprod, "product"}}) {
     docs.push_back(scan_doc(what));
     m.def(
         name,

@@ -2,6 +2,8 @@
 // non-indexed axes); the kernels first turn the index arrays into one element
 // offset per tuple, then move whole blocks, with memcpy when a block is
 // contiguous.
+#include "loom/primitives/gather.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -11,7 +13,6 @@
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
-#include "loom/primitives/gather.h"
 #include "loom/types/dispatch.h"
 
 namespace loom {
@@ -96,10 +97,14 @@ bool is_flat(const cpu::StridedLayout<2>& l) {
 template <typename F>
 void by_size(size_t size, F&& f) {
   switch (size) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    default: return f(uint64_t{});
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    default:
+      return f(uint64_t{});
   }
 }
 
@@ -152,8 +157,7 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
   array updates = cpu::ensure_row_contiguous(inputs.back());
   if (updates.size() == 0 || out.size() == 0) return;
   std::vector<array> indices(inputs.begin() + 1, inputs.end() - 1);
-  std::vector<int64_t> offsets =
-      block_offsets(name(), out.shape(), out.strides(), axes_, indices);
+  std::vector<int64_t> offsets = block_offsets(name(), out.shape(), out.strides(), axes_, indices);
   auto layout = block_layout(out.shape(), out.strides(), axes_);
   int64_t block = updates.size() / static_cast<int64_t>(offsets.size());
   bool flat = is_flat(layout);
@@ -192,14 +196,22 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
     if constexpr (std::is_same_v<T, bool>) {
       switch (type_) {
         case ReduceType::sum:
-        case ReduceType::max: run(dst, src, [](T& d, T s) { d = d || s; }); break;
-        default: run(dst, src, [](T& d, T s) { d = d && s; }); break;
+        case ReduceType::max:
+          run(dst, src, [](T& d, T s) { d = d || s; });
+          break;
+        default:
+          run(dst, src, [](T& d, T s) { d = d && s; });
+          break;
       }
     } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
       auto f = [](float x) { return T(x); };
       switch (type_) {
-        case ReduceType::sum: run(dst, src, [&](T& d, T s) { d = f(float(d) + float(s)); }); break;
-        case ReduceType::prod: run(dst, src, [&](T& d, T s) { d = f(float(d) * float(s)); }); break;
+        case ReduceType::sum:
+          run(dst, src, [&](T& d, T s) { d = f(float(d) + float(s)); });
+          break;
+        case ReduceType::prod:
+          run(dst, src, [&](T& d, T s) { d = f(float(d) * float(s)); });
+          break;
         case ReduceType::max:
           run(dst, src, [&](T& d, T s) {
             float x = d, y = s;
@@ -215,8 +227,12 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
       }
     } else {
       switch (type_) {
-        case ReduceType::sum: run(dst, src, [](T& d, T s) { d = static_cast<T>(d + s); }); break;
-        case ReduceType::prod: run(dst, src, [](T& d, T s) { d = static_cast<T>(d * s); }); break;
+        case ReduceType::sum:
+          run(dst, src, [](T& d, T s) { d = static_cast<T>(d + s); });
+          break;
+        case ReduceType::prod:
+          run(dst, src, [](T& d, T s) { d = static_cast<T>(d * s); });
+          break;
         case ReduceType::max:
           if constexpr (!std::is_same_v<T, std::complex<float>>) {
             // NaN propagates, as in maximum.

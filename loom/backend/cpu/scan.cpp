@@ -2,6 +2,8 @@
 // loop, rows in parallel, and one long row runs in two parallel passes (chunk
 // scans, then each chunk offset by the totals before it); along an inner
 // axis the loop runs over whole contiguous slabs, which vectorises.
+#include "loom/primitives/scan.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,7 +12,6 @@
 
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/thread_pool.h"
-#include "loom/primitives/scan.h"
 #include "loom/types/dispatch.h"
 
 namespace loom {
@@ -20,25 +21,31 @@ namespace {
 template <typename T>
 struct Acc {
   // Accumulate half types in float.
-  using type = std::conditional_t<std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>,
-                                  float, T>;
+  using type =
+      std::conditional_t<std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>, float, T>;
 };
 
 template <typename A>
 A lowest() {
-  if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
-  else return std::numeric_limits<A>::lowest();
+  if constexpr (std::is_floating_point_v<A>)
+    return -std::numeric_limits<A>::infinity();
+  else
+    return std::numeric_limits<A>::lowest();
 }
 template <typename A>
 A highest() {
-  if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
-  else return std::numeric_limits<A>::max();
+  if constexpr (std::is_floating_point_v<A>)
+    return std::numeric_limits<A>::infinity();
+  else
+    return std::numeric_limits<A>::max();
 }
 
 template <typename A>
 bool is_nan(const A& v) {
-  if constexpr (std::is_floating_point_v<A>) return v != v;
-  else return false;
+  if constexpr (std::is_floating_point_v<A>)
+    return v != v;
+  else
+    return false;
 }
 
 // The combining operation and its identity for each ReduceType and
@@ -46,16 +53,23 @@ bool is_nan(const A& v) {
 template <Scan::ReduceType R, typename A>
 struct Op {
   static A identity() {
-    if constexpr (R == Scan::ReduceType::sum) return A(0);
-    else if constexpr (R == Scan::ReduceType::prod) return A(1);
-    else if constexpr (R == Scan::ReduceType::max) return lowest<A>();
-    else if constexpr (R == Scan::ReduceType::min) return highest<A>();
-    else return -std::numeric_limits<A>::infinity();
+    if constexpr (R == Scan::ReduceType::sum)
+      return A(0);
+    else if constexpr (R == Scan::ReduceType::prod)
+      return A(1);
+    else if constexpr (R == Scan::ReduceType::max)
+      return lowest<A>();
+    else if constexpr (R == Scan::ReduceType::min)
+      return highest<A>();
+    else
+      return -std::numeric_limits<A>::infinity();
   }
   static A apply(A acc, A v) {
     if constexpr (std::is_same_v<A, bool>) {
-      if constexpr (R == Scan::ReduceType::max || R == Scan::ReduceType::sum) return acc || v;
-      else return acc && v;
+      if constexpr (R == Scan::ReduceType::max || R == Scan::ReduceType::sum)
+        return acc || v;
+      else
+        return acc && v;
     } else if constexpr (R == Scan::ReduceType::sum) {
       return acc + v;
     } else if constexpr (R == Scan::ReduceType::prod) {

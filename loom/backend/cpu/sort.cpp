@@ -2,6 +2,8 @@
 // copied into a contiguous scratch buffer (so the comparisons run on cached
 // data), sorted there, and written out; rows run in parallel, and a single
 // long row is sorted in parallel chunks that are then merged.
+#include "loom/primitives/sort.h"
+
 #include <algorithm>
 #include <complex>
 #include <cstring>
@@ -12,7 +14,6 @@
 
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/thread_pool.h"
-#include "loom/primitives/sort.h"
 #include "loom/types/dispatch.h"
 
 namespace loom {
