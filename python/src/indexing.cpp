@@ -98,7 +98,9 @@ Index parse_entries(const array& a, nb::handle index) {
       ++consuming;
       entries.push_back({Kind::integer, h, {}});
     } else if (is_array_like_index(h)) {
-      array idx = is_array(h) ? as_array(h) : to_array(h);
+      array idx = is_array(h) ? as_array(h) : array_from_python(h, std::nullopt);
+      // An empty list is an empty integer index, as in NumPy.
+      if (idx.size() == 0 && !is_integral(idx.dtype())) idx = astype(idx, int32);
       if (idx.dtype() == bool_ && idx.ndim() > 0) {
         // A mask stands for one integer index per dimension it covers.
         int axis = consuming;
@@ -139,7 +141,9 @@ Index parse_entries(const array& a, nb::handle index) {
                                 " dimensions.");
   }
   // Expand the ellipsis (or pad at the end) into whole-axis slices.
-  static nb::object whole = nb::steal(PySlice_New(nullptr, nullptr, nullptr));
+  // Kept for the process' life: a static nb::object would be released after
+  // the interpreter has finalised.
+  static nb::handle whole = PySlice_New(nullptr, nullptr, nullptr);
   bool expanded = false;
   for (auto& e : entries) {
     if (e.kind == Kind::ellipsis) {
@@ -308,7 +312,8 @@ bool is_identity(const std::vector<int>& perm) {
 // The update as the region it replaces: `value` broadcast to the shape of
 // a[index] (leading size-1 axes may be dropped, as NumPy allows).
 array region_update(const array& a, nb::handle value, const Shape& result) {
-  array update = to_array(value, a.dtype());
+  array update = PyList_Check(value.ptr()) ? array_from_python(value, a.dtype())
+                                           : to_array(value, a.dtype());
   if (update.dtype() != a.dtype()) update = astype(update, a.dtype());
   if (update.ndim() > static_cast<int>(result.size())) {
     int extra = update.ndim() - static_cast<int>(result.size());

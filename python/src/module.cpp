@@ -8,9 +8,11 @@
 
 // Transforms, eval/async_eval and tree utilities (python/src/transforms.cpp).
 void init_transforms(nb::module_& m);
-void init_indexing_ops(nb::module_& m);
 
 namespace loom::bindings {
+
+// take/sort/scan bindings and array.at (python/src/indexing_ops.cpp).
+void init_indexing_ops(nb::module_& m);
 
 namespace {
 
