@@ -43,7 +43,7 @@ TEST(Gather, MultiAxisIndicesBroadcastAndKeepTheBlock) {
 TEST(Gather, OutOfRangeIndexRaisesAtEvaluation) {
   array a = iota({5});
   array g = take(a, array({7}, {1}, int32), 0);
-  EXPECT_THROW(g.eval(), std::out_of_range);
+  EXPECT_THROW(g.eval(), std::runtime_error); // the scheduler wraps kernel errors
   EXPECT_THROW(gather(a, {array({1.0f}, {1})}, {0}), std::invalid_argument);
 }
 
