@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "loom/ops/creation.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/shape.h"
 #include "loom/primitives/sort.h"
@@ -93,5 +94,18 @@ array topk(const array& a, int k, int axis, StreamOrDevice s) {
   return slice(part, start, stop, step, s);
 }
 array topk(const array& a, int k, StreamOrDevice s) { return topk(reshape(a, {-1}, s), k, 0, s); }
+
+array searchsorted(const array& sorted, const array& values, bool right, StreamOrDevice s) {
+  if (sorted.ndim() != 1) {
+    std::ostringstream msg;
+    msg << "[searchsorted] The sorted sequence must be 1-D but has " << sorted.ndim()
+        << " dimensions.";
+    throw std::invalid_argument(msg.str());
+  }
+  Dtype dtype = promote_types(sorted.dtype(), values.dtype());
+  array a = sorted.dtype() == dtype ? sorted : astype(sorted, dtype, s);
+  array v = values.dtype() == dtype ? values : astype(values, dtype, s);
+  return array(values.shape(), uint32, std::make_shared<SearchSorted>(to_stream(s), right), {a, v});
+}
 
 } // namespace loom

@@ -19,4 +19,9 @@ array argpartition(const array& a, int kth, StreamOrDevice s = {}); // flattened
 array topk(const array& a, int k, int axis, StreamOrDevice s = {});
 array topk(const array& a, int k, StreamOrDevice s = {}); // flattened
 
+// Insertion points of `values` into the 1-D ascending `sorted` (uint32, shape
+// of values): the count of elements < value (left) or <= value (right).
+array searchsorted(const array& sorted, const array& values, bool right = false,
+                   StreamOrDevice s = {});
+
 } // namespace loom

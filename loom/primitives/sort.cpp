@@ -57,4 +57,42 @@ void Sort::print_params(std::ostream& os) const {
   if (kind_ == Kind::partition_indices) os << ", kth=" << kth_;
 }
 
+// --- SearchSorted ---------------------------------------------------------------
+
+std::vector<Shape> SearchSorted::output_shapes(const std::vector<array>& inputs) {
+  return {inputs[1].shape()};
+}
+
+std::vector<array> SearchSorted::vjp(const std::vector<array>& primals, const std::vector<array>&,
+                                     const std::vector<int>& argnums, const std::vector<array>&) {
+  // Piecewise constant in both inputs.
+  std::vector<array> out;
+  for (int arg : argnums) out.push_back(zeros_like(primals[arg], stream()));
+  return out;
+}
+
+std::vector<array> SearchSorted::jvp(const std::vector<array>& primals, const std::vector<array>&,
+                                     const std::vector<int>&) {
+  return {zeros(primals[1].shape(), uint32, stream())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> SearchSorted::vmap(const std::vector<array>& inputs,
+                                                                   const std::vector<int>& axes) {
+  if (axes[0] >= 0) {
+    throw std::invalid_argument(
+        "[searchsorted] vmap over the sorted sequence is not supported (it must be 1-D); map "
+        "over the values instead.");
+  }
+  return {{searchsorted(inputs[0], inputs[1], right_, stream())}, {axes[1]}};
+}
+
+bool SearchSorted::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const SearchSorted*>(&other);
+  return o && o->right_ == right_;
+}
+
+void SearchSorted::print_params(std::ostream& os) const {
+  os << "side=" << (right_ ? "right" : "left");
+}
+
 } // namespace loom

@@ -35,4 +35,27 @@ class Sort : public Primitive {
   int kth_;
 };
 
+// inputs: {sorted (1-D, ascending, NaN last), values} in one dtype. Output:
+// for each value, the number of sorted elements less than it (left) or less
+// than or equal to it (right), as uint32.
+class SearchSorted : public Primitive {
+ public:
+  SearchSorted(Stream stream, bool right) : Primitive(stream), right_(right) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "SearchSorted"; }
+  void print_params(std::ostream& os) const override;
+
+ private:
+  bool right_;
+};
+
 } // namespace loom

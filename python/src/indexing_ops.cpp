@@ -132,6 +132,26 @@ void init_indexing_ops(nb::module_& m) {
           "    axis (int or None, optional): The axis. Default: ``-1``.\n\n"
           "Returns:\n    array: The top ``k`` elements.");
 
+  m.def(
+      "searchsorted",
+      [](const array& sorted, const array& values, const std::string& side, const StreamArg& s) {
+        if (side != "left" && side != "right") {
+          throw std::invalid_argument("[searchsorted] Invalid side '" + side +
+                                      "'. Expected 'left' or 'right'.");
+        }
+        return searchsorted(sorted, values, side == "right", s);
+      },
+      nb::arg("sorted_sequence"), nb::arg("values"), nb::arg("side") = "left", nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      nb::sig("def searchsorted(sorted_sequence: array, values: array, /, side: str = 'left', *, "
+              "stream: StreamOrDevice = None) -> array"),
+      "Indices that keep ``sorted_sequence`` sorted when inserting ``values``.\n\n"
+      "Args:\n    sorted_sequence (array): A 1-D array in ascending order (NaN last).\n"
+      "    values (array): The values to insert, any shape.\n"
+      "    side (str, optional): ``'left'``: the count of elements less than the\n"
+      "      value; ``'right'``: less than or equal. Default: ``'left'``.\n\n"
+      "Returns:\n    array: ``uint32`` indices with the shape of ``values``.");
+
   // --- scans ------------------------------------------------------------------
   using ScanFn = array (*)(const array&, std::optional<int>, bool, bool, StreamOrDevice);
   auto scan_doc = [](const char* what) {

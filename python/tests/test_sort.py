@@ -130,3 +130,24 @@ def test_vmap_of_sorting():
     assert np.array_equal(np.array(out), np.argsort(x, axis=-1, kind="stable"))
     out = mx.vmap(lambda v: mx.topk(v, 2, axis=0))(mx.array(x))
     assert np.array_equal(np.sort(np.array(out), axis=1), np.sort(x, axis=1)[:, -2:, :])
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted(side):
+    seq = np.array([1.0, 2.0, 2.0, 4.0, np.nan], np.float32)
+    vals = np.array([[0.0, 2.0], [3.0, 5.0], [np.nan, 4.0]], np.float32)
+    out = mx.searchsorted(mx.array(seq), mx.array(vals), side=side)
+    assert out.dtype == mx.uint32
+    assert np.array_equal(np.array(out), np.searchsorted(seq, vals, side=side))
+    ints = mx.searchsorted(mx.array([1, 2, 2, 4]), mx.array([1.5, 2.0]), side=side)
+    assert ints.tolist() == np.searchsorted([1, 2, 2, 4], [1.5, 2.0], side=side).tolist()
+
+
+def test_searchsorted_errors_and_vmap():
+    with pytest.raises(ValueError):
+        mx.searchsorted(mx.array([[1, 2]]), mx.array([1]))
+    with pytest.raises(ValueError):
+        mx.searchsorted(mx.array([1, 2]), mx.array([1]), side="mid")
+    seq = mx.array([0.0, 1.0, 2.0])
+    out = mx.vmap(lambda v: mx.searchsorted(seq, v))(mx.array([[0.5, 1.5], [2.5, -1.0]]))
+    assert out.tolist() == [[1, 2], [3, 0]]

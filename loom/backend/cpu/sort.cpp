@@ -252,4 +252,27 @@ void Sort::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
   });
 }
 
+void SearchSorted::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array seq = cpu::ensure_row_contiguous(inputs[0]);
+  array vals = cpu::ensure_row_contiguous(inputs[1]);
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  dispatch(seq.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* s = seq.data<T>();
+    const T* v = vals.data<T>();
+    uint32_t* dst = out.data<uint32_t>();
+    size_t n = seq.size();
+    NanLast<T> less;
+    cpu::parallel_for(out.size(), 1 << 12, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        const T* pos = right_ ? std::upper_bound(s, s + n, v[i], less)
+                              : std::lower_bound(s, s + n, v[i], less);
+        dst[i] = static_cast<uint32_t>(pos - s);
+      }
+    });
+  });
+}
+
 } // namespace loom
