@@ -114,13 +114,32 @@ void scan_typed(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, bo
     };
     if (outer == 1 && n >= (1 << 20) && R == Scan::ReduceType::sum && cpu::num_threads() > 1 &&
         std::is_floating_point_v<A>) {
-      // One long row: scan chunks in parallel, then add each chunk's prefix.
+      // One long row: each chunk's total first (a read-only pass), then
+      // each chunk scanned from the totals before it (one read-write pass).
       int64_t chunks = cpu::num_threads() * 4;
       std::vector<A> totals(chunks, A(0));
       auto bound = [&](int64_t c) { return n * c / chunks; };
       cpu::parallel_for(chunks, 1, [&](size_t b, size_t e) {
         for (size_t c = b; c < e; ++c) {
+          // Eight partial sums: independent chains the compiler can vectorise.
+          A part[8] = {};
+          int64_t k = bound(c), end = bound(c + 1);
+          const T* x = reverse ? in + n - end : in + k;
+          int64_t m = end - k, q = 0;
+          for (; q + 8 <= m; q += 8) {
+            for (int l = 0; l < 8; ++l) part[l] += static_cast<A>(x[q + l]);
+          }
+          for (; q < m; ++q) part[0] += static_cast<A>(x[q]);
           A acc = A(0);
+          for (int l = 0; l < 8; ++l) acc += part[l];
+          totals[c] = acc;
+        }
+      });
+      std::vector<A> prefix(chunks, A(0));
+      for (int64_t c = 1; c < chunks; ++c) prefix[c] = prefix[c - 1] + totals[c - 1];
+      cpu::parallel_for(chunks, 1, [&](size_t b, size_t e) {
+        for (size_t c = b; c < e; ++c) {
+          A acc = prefix[c];
           for (int64_t k = bound(c); k < bound(c + 1); ++k) {
             int64_t i = reverse ? n - 1 - k : k;
             if (inclusive) {
@@ -130,19 +149,6 @@ void scan_typed(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, bo
               out[i] = static_cast<T>(acc);
               acc += static_cast<A>(in[i]);
             }
-          }
-          totals[c] = acc;
-        }
-      });
-      std::vector<A> prefix(chunks, A(0));
-      for (int64_t c = 1; c < chunks; ++c) prefix[c] = prefix[c - 1] + totals[c - 1];
-      cpu::parallel_for(chunks, 1, [&](size_t b, size_t e) {
-        for (size_t c = b; c < e; ++c) {
-          if (c == 0) continue;
-          A p = prefix[c];
-          for (int64_t k = bound(c); k < bound(c + 1); ++k) {
-            int64_t i = reverse ? n - 1 - k : k;
-            out[i] = static_cast<T>(static_cast<A>(out[i]) + p);
           }
         }
       });
