@@ -89,9 +89,10 @@ array topk(const array& a, int k, int axis, StreamOrDevice s) {
     stop[ax] = k;
     return slice(a, start, stop, step, s);
   }
-  array part = partition(a, dim - k, ax, s);
+  // Gather only the k selected elements (not the whole partition).
+  array perm = make_sort(a, Sort::Kind::partition_indices, ax, dim - k, s);
   start[ax] = dim - k;
-  return slice(part, start, stop, step, s);
+  return take_along_axis(a, slice(perm, start, stop, step, s), ax, s);
 }
 array topk(const array& a, int k, StreamOrDevice s) { return topk(reshape(a, {-1}, s), k, 0, s); }
 

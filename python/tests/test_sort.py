@@ -151,3 +151,23 @@ def test_searchsorted_errors_and_vmap():
     seq = mx.array([0.0, 1.0, 2.0])
     out = mx.vmap(lambda v: mx.searchsorted(seq, v))(mx.array([[0.5, 1.5], [2.5, -1.0]]))
     assert out.tolist() == [[1, 2], [3, 0]]
+
+
+@pytest.mark.parametrize("kth", [2, -3, 997])
+def test_partition_of_long_rows_near_the_ends(kth):
+    # Pivots among the few smallest or largest take the heap path in Loom.
+    x = np.random.default_rng(9).integers(-30, 30, size=(5, 1000)).astype(np.float32)
+    x[1, ::7] = np.nan
+    k = kth % 1000
+    for out in (np.array(mx.partition(mx.array(x), kth)),
+                np.take_along_axis(x, np.array(mx.argpartition(mx.array(x), kth)).astype(np.int64), axis=-1)):
+        ref = np.sort(x, axis=-1)
+        assert np.array_equal(out[:, k], ref[:, k], equal_nan=True)
+        assert np.array_equal(np.sort(out, axis=-1), ref, equal_nan=True)
+        for r in range(5):
+            pivot = ref[r, k]
+            if not np.isnan(pivot):
+                assert (out[r, :k] <= pivot).all()
+                assert np.logical_or(out[r, k + 1:] >= pivot, np.isnan(out[r, k + 1:])).all()
+    top = np.array(mx.topk(mx.array(x), 5))
+    assert np.array_equal(np.sort(top, axis=-1), np.sort(x, axis=-1)[:, -5:], equal_nan=True)

@@ -39,7 +39,10 @@ std::vector<int64_t> block_offsets(const char* op, const Shape& shape, const Str
   std::vector<int64_t> out(n, 0);
   std::atomic<bool> bad{false};
   for (size_t j = 0; j < indices.size(); ++j) {
-    array idx = cpu::ensure_row_contiguous(indices[j]);
+    // Read through the index's own layout: the iotas of take_along_axis and
+    // of vmap are broadcast views and are never materialised.
+    const array& idx = indices[j];
+    auto layout = cpu::collapse<1>(idx.shape(), {idx.strides()});
     int64_t dim = shape[axes[j]];
     int64_t stride = strides[axes[j]];
     dispatch(idx.dtype(), [&](auto tag) {
@@ -48,17 +51,25 @@ std::vector<int64_t> block_offsets(const char* op, const Shape& shape, const Str
         const T* p = idx.data<T>();
         cpu::parallel_for(n, 1 << 15, [&](size_t b, size_t e) {
           bool local_bad = false;
-          for (size_t i = b; i < e; ++i) {
-            int64_t v = static_cast<int64_t>(p[i]);
-            if (v < 0) v += dim;
-            local_bad |= (v < 0) | (v >= dim);
-            out[i] += v * stride;
-          }
+          int64_t* o = out.data();
+          cpu::for_each_run<1>(layout, b, e, [&](auto off, int64_t count, auto st) {
+            const T* q = p + off[0];
+            int64_t* dst = o + b;
+            for (int64_t i = 0; i < count; ++i) {
+              int64_t v = static_cast<int64_t>(q[i * st[0]]);
+              if (v < 0) v += dim;
+              local_bad |= (v < 0) | (v >= dim);
+              dst[i] += v * stride;
+            }
+            b += count;
+          });
           if (local_bad) bad = true;
         });
         if (bad) {
+          array c = cpu::ensure_row_contiguous(idx);
+          const T* q = c.data<T>();
           for (size_t i = 0; i < n; ++i) {
-            int64_t v = static_cast<int64_t>(p[i]);
+            int64_t v = static_cast<int64_t>(q[i]);
             if (v < -dim || v >= dim) {
               std::ostringstream msg;
               msg << "[" << op << "] Index " << v << " is out of bounds for axis " << axes[j]

@@ -162,6 +162,46 @@ void radix_sort(uint32_t* keys, uint32_t* payload, size_t n) {
   }
 }
 
+// A partition whose pivot is among the few largest (topk) or smallest
+// elements: one pass with a heap of those few instead of nth_element over all
+// the indices. The few go, sorted, to their side of the pivot; the rest keep
+// their order on the other side. Returns false when the side is not small.
+template <typename T, typename Less>
+bool select_few(const T* row, int64_t n, int64_t kth, uint32_t* idx, Less less) {
+  constexpr int64_t kFew = 64;
+  int64_t top = n - kth; // elements from the pivot to the end
+  bool high = top <= kFew;
+  int64_t few = high ? top : kth + 1;
+  if (few > kFew || few * 8 > n) return false;
+  // high: keep the `few` largest (the heap's front is the smallest of them);
+  // low: the `few` smallest (front is the largest).
+  auto worse = [&](uint32_t x, uint32_t y) {
+    return high ? less(row[y], row[x]) : less(row[x], row[y]);
+  };
+  std::vector<uint32_t> heap;
+  heap.reserve(few);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u = static_cast<uint32_t>(i);
+    if (static_cast<int64_t>(heap.size()) < few) {
+      heap.push_back(u);
+      std::push_heap(heap.begin(), heap.end(), worse);
+    } else if (high ? less(row[heap.front()], row[i]) : less(row[i], row[heap.front()])) {
+      std::pop_heap(heap.begin(), heap.end(), worse);
+      heap.back() = u;
+      std::push_heap(heap.begin(), heap.end(), worse);
+    }
+  }
+  std::vector<char> chosen(n, 0);
+  for (uint32_t u : heap) chosen[u] = 1;
+  std::sort(heap.begin(), heap.end(), [&](uint32_t x, uint32_t y) { return less(row[x], row[y]); });
+  int64_t rest = high ? 0 : few;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!chosen[i]) idx[rest++] = static_cast<uint32_t>(i);
+  }
+  std::copy(heap.begin(), heap.end(), idx + (high ? n - few : 0));
+  return true;
+}
+
 template <typename T>
 constexpr bool radix_sortable =
     std::is_same_v<T, float> || std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t>;
@@ -243,7 +283,7 @@ void Sort::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
         std::iota(idx.begin(), idx.end(), 0u);
         if (kind_ == Kind::indices) {
           std::stable_sort(idx.begin(), idx.end(), by_value(row.get()));
-        } else {
+        } else if (!select_few(row.get(), n, kth_, idx.data(), less)) {
           std::nth_element(idx.begin(), idx.begin() + kth_, idx.end(), by_value(row.get()));
         }
         for (int64_t i = 0; i < n; ++i) dst[base + i * inner] = idx[i];
