@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from _backend import IS_MLX, mx
-from _helpers import assert_array
+from _helpers import assert_array, from_numpy
 
 
 class _Keys:
@@ -472,3 +472,40 @@ def test_vmap_of_grad_over_each_argument(case):
             fd._fd_gradient(loss_ref, [batched[b] if i == arg else shared[i] for i in range(n)], arg) for b in range(3)
         ])
         fd._check(grads, expected, f"vmap(grad) over arg{arg}")
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "complex64"])
+def test_gather_and_scatter_dtypes(dtype):
+    from _helpers import to_numpy
+    base = np.arange(12).reshape(4, 3) % 5
+    if dtype == "complex64":
+        a = mx.array(base.astype(np.complex64) * (1 + 1j))
+    else:
+        a = from_numpy(base, dtype)
+    ref = to_numpy(a)
+    idx = np.array([3, 0, 3])
+    assert np.array_equal(to_numpy(a[mx.array(idx)]), ref[idx])
+    assert np.array_equal(to_numpy(mx.take(a, mx.array([2, 0]), axis=1)), ref[:, [2, 0]])
+    b = a * 1 if dtype != "bool" else a
+    b[mx.array([1, 2])] = a[mx.array([0, 0])]
+    expected = ref.copy()
+    expected[[1, 2]] = ref[[0, 0]]
+    assert np.array_equal(to_numpy(b), expected)
+    if dtype not in ("bool",):
+        out = a.at[mx.array([0, 0, 2])].add(a[mx.array([1, 1, 1])])
+        expected = ref.copy()
+        np.add.at(expected, [0, 0, 2], ref[[1, 1, 1]])
+        assert np.array_equal(to_numpy(out), expected.astype(ref.dtype))
+
+
+def test_indexing_non_contiguous_sources_and_targets():
+    an = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    a = mx.array(an).transpose(2, 0, 1)[::2]
+    view = an.transpose(2, 0, 1)[::2]
+    idx = np.array([[2, 0], [1, 1]])
+    assert_array(a[:, mx.array(idx)], view[:, idx], "float32")
+    b = mx.array(an).transpose(2, 0, 1)
+    b[mx.array([4, 0]), 1:, mx.array([3, 2])] = mx.array(-1.0)
+    expected = an.transpose(2, 0, 1).copy()
+    expected[[4, 0], 1:, [3, 2]] = -1.0
+    assert_array(b, expected, "float32")
