@@ -5,7 +5,9 @@
 #include <stdexcept>
 
 #include "loom/ops/creation.h"
+#include "loom/ops/elementwise.h"
 #include "loom/ops/indexing.h"
+#include "loom/ops/scan.h"
 #include "loom/ops/shape.h"
 #include "loom/primitives/sort.h"
 
@@ -107,6 +109,60 @@ array searchsorted(const array& sorted, const array& values, bool right, StreamO
   array a = sorted.dtype() == dtype ? sorted : astype(sorted, dtype, s);
   array v = values.dtype() == dtype ? values : astype(values, dtype, s);
   return array(values.shape(), uint32, std::make_shared<SearchSorted>(to_stream(s), right), {a, v});
+}
+
+std::vector<array> unique(const array& a, int size, bool return_index, bool return_inverse,
+                          bool return_counts, std::optional<array> fill_value, StreamOrDevice s) {
+  if (size < 0) {
+    throw std::invalid_argument("[unique] size must be non-negative, got " + std::to_string(size) +
+                                ".");
+  }
+  array flat = reshape(a, {-1}, s);
+  int32_t n = static_cast<int32_t>(flat.size());
+  std::vector<array> out;
+  if (n == 0) {
+    if (size > 0 && !fill_value) {
+      throw std::invalid_argument(
+          "[unique] A fill value is required for an empty input with a non-zero size.");
+    }
+    array fill = fill_value ? astype(*fill_value, a.dtype(), s) : zeros({}, a.dtype(), s);
+    out.push_back(full({size}, fill, a.dtype(), s));
+    if (return_index) out.push_back(zeros({size}, uint32, s));
+    if (return_inverse) out.push_back(zeros(a.shape(), uint32, s));
+    if (return_counts) out.push_back(zeros({size}, int32, s));
+    return out;
+  }
+  array perm = argsort(flat, 0, s);
+  array sorted = take(flat, perm, 0, s);
+  Shape step{1};
+  array differs = not_equal(slice(sorted, Shape{1}, Shape{n}, step, s),
+                            slice(sorted, Shape{0}, Shape{n - 1}, step, s), s);
+  array is_new = concatenate({ones({1}, bool_, s), differs}, 0, s);
+  // Rank of each sorted element's value among the distinct values.
+  array group = subtract(cumsum(is_new, 0, false, true, s), array(1, int32), s);
+  array dump = array(size, int32);
+  // Slot `size` of a (size + 1)-long buffer takes every write that must not
+  // land: repeats of a value, and values past the first `size`.
+  array kept = minimum(group, dump, s);
+  array first = where(is_new, kept, dump, s);
+  auto head = [&](const array& x) { return slice(x, Shape{0}, Shape{size}, step, s); };
+  array fill =
+      fill_value ? astype(*fill_value, a.dtype(), s) : slice(sorted, Shape{0}, Shape{1}, step, s);
+  out.push_back(head(scatter(full({size + 1}, fill, a.dtype(), s), {first}, sorted, {0}, s)));
+  if (return_index) {
+    array pad = full({size + 1}, slice(perm, Shape{0}, Shape{1}, step, s), uint32, s);
+    out.push_back(head(scatter(pad, {first}, perm, {0}, s)));
+  }
+  if (return_inverse) {
+    array last = array(std::max(size - 1, 0), int32);
+    array inv = astype(minimum(group, last, s), uint32, s);
+    out.push_back(reshape(scatter(zeros({n}, uint32, s), {perm}, inv, {0}, s), a.shape(), s));
+  }
+  if (return_counts) {
+    out.push_back(
+        head(scatter_add(zeros({size + 1}, int32, s), {kept}, ones({n}, int32, s), {0}, s)));
+  }
+  return out;
 }
 
 } // namespace loom

@@ -3,6 +3,9 @@
 // leave the order within each side of the kth element unspecified.
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "loom/array.h"
 
 namespace loom {
@@ -23,5 +26,16 @@ array topk(const array& a, int k, StreamOrDevice s = {}); // flattened
 // of values): the count of elements < value (left) or <= value (right).
 array searchsorted(const array& sorted, const array& values, bool right = false,
                    StreamOrDevice s = {});
+
+// MLX's unique: the `size` smallest distinct elements of the flattened array
+// (each NaN distinct), padded with `fill_value` (default: the smallest
+// element), and on request the index of each one's first occurrence
+// (uint32), the inverse (uint32, a's shape, clamped to size - 1 when
+// truncated) and the counts (int32, 0 for padding). Built from argsort and
+// gather/scatter: the output shape never depends on the values, so nothing is
+// evaluated. Returns values first, then the requested arrays in that order.
+std::vector<array> unique(const array& a, int size, bool return_index = false,
+                          bool return_inverse = false, bool return_counts = false,
+                          std::optional<array> fill_value = std::nullopt, StreamOrDevice s = {});
 
 } // namespace loom

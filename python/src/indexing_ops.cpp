@@ -152,6 +152,40 @@ void init_indexing_ops(nb::module_& m) {
       "      value; ``'right'``: less than or equal. Default: ``'left'``.\n\n"
       "Returns:\n    array: ``uint32`` indices with the shape of ``values``.");
 
+  m.def(
+      "unique",
+      [](const array& a, int size, bool return_index, bool return_inverse, bool return_counts,
+         nb::object fill_value, const StreamArg& s) -> nb::object {
+        std::optional<array> fill;
+        if (!fill_value.is_none()) fill = to_array(fill_value, a.dtype());
+        auto out = unique(a, size, return_index, return_inverse, return_counts, fill, s);
+        if (out.size() == 1) return nb::cast(out[0]);
+        nb::list items;
+        for (auto& x : out) items.append(nb::cast(x));
+        return nb::tuple(items);
+      },
+      nb::arg("a"), nb::arg("size"), nb::arg("return_index") = false,
+      nb::arg("return_inverse") = false, nb::arg("return_counts") = false,
+      nb::arg("fill_value") = nb::none(), nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def unique(a: array, /, size: int, return_index: bool = False, return_inverse: "
+              "bool = False, return_counts: bool = False, fill_value: scalar | array | None = "
+              "None, *, stream: StreamOrDevice = None) -> array | tuple[array, ...]"),
+      "The sorted unique elements of the flattened array, ``size`` of them.\n\n"
+      "The output's shape never depends on the values, so ``a`` is not\n"
+      "evaluated. Entries past the last unique element hold ``fill_value``\n"
+      "(default: the smallest element) and count 0; a truncated output keeps\n"
+      "the ``size`` smallest, and ``inverse`` is clamped to ``size - 1``.\n"
+      "Every NaN is its own unique element.\n\n"
+      "Args:\n    a (array): Input array.\n    size (int): The size of the output.\n"
+      "    return_index (bool, optional): Also the index of each one's first\n"
+      "      occurrence in the flattened ``a`` (``uint32``).\n"
+      "    return_inverse (bool, optional): Also the indices into the result that\n"
+      "      rebuild ``a`` (``uint32``, ``a``'s shape).\n"
+      "    return_counts (bool, optional): Also how often each occurs (``int32``).\n"
+      "    fill_value (scalar or array, optional): Padding value.\n\n"
+      "Returns:\n    array or tuple(array, ...): values, then index, inverse, counts as\n"
+      "    requested.");
+
   // --- scans ------------------------------------------------------------------
   using ScanFn = array (*)(const array&, std::optional<int>, bool, bool, StreamOrDevice);
   auto scan_doc = [](const char* what) {

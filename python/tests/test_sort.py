@@ -171,3 +171,32 @@ def test_partition_of_long_rows_near_the_ends(kth):
                 assert np.logical_or(out[r, k + 1:] >= pivot, np.isnan(out[r, k + 1:])).all()
     top = np.array(mx.topk(mx.array(x), 5))
     assert np.array_equal(np.sort(top, axis=-1), np.sort(x, axis=-1)[:, -5:], equal_nan=True)
+
+
+def test_unique_matches_mlx_examples():
+    a = mx.array([2, 1, 2, 3, 1])
+    assert mx.unique(a, 3).tolist() == [1, 2, 3]
+    assert mx.unique(a, 5).tolist() == [1, 2, 3, 1, 1]
+    values, index, inverse, counts = mx.unique(a, 4, True, True, True, fill_value=0)
+    assert values.tolist() == [1, 2, 3, 0]
+    assert index.tolist() == [1, 0, 3, 1] and index.dtype == mx.uint32
+    assert inverse.tolist() == [1, 0, 1, 2, 0] and inverse.dtype == mx.uint32
+    assert counts.tolist() == [2, 2, 1, 0] and counts.dtype == mx.int32
+    # truncated: the smallest `size` kept, inverse clamped
+    values, index, inverse, counts = mx.unique(a, 2, True, True, True)
+    assert values.tolist() == [1, 2] and inverse.tolist() == [1, 0, 1, 1, 0] and counts.tolist() == [2, 2]
+    with pytest.raises(ValueError):
+        mx.unique(mx.array([]), 2)
+
+
+def test_unique_against_numpy():
+    x = np.random.default_rng(11).integers(0, 20, size=(6, 7)).astype(np.float32)
+    u, idx, inv, cnt = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    values, index, inverse, counts = mx.unique(mx.array(x), len(u), True, True, True)
+    assert np.array_equal(np.array(values), u)
+    assert np.array_equal(np.array(index), idx)
+    assert np.array_equal(np.array(inverse), inv.reshape(x.shape))
+    assert np.array_equal(np.array(counts), cnt)
+    # each NaN is its own element (MLX)
+    nans = mx.unique(mx.array([3.0, float("nan"), 1.0, float("nan")]), 4)
+    assert np.array_equal(np.array(nans), [1.0, 3.0, np.nan, np.nan], equal_nan=True)
