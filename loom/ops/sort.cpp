@@ -1,12 +1,15 @@
 // Sorting and selection: axis and kth validation with MLX's messages.
 #include "loom/ops/sort.h"
 
+#include <algorithm>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/indexing.h"
+#include "loom/ops/reduce.h"
 #include "loom/ops/scan.h"
 #include "loom/ops/shape.h"
 #include "loom/primitives/sort.h"
@@ -163,6 +166,69 @@ std::vector<array> unique(const array& a, int size, bool return_index, bool retu
         head(scatter_add(zeros({size + 1}, int32, s), {kept}, ones({n}, int32, s), {0}, s)));
   }
   return out;
+}
+
+array median(const array& a, std::vector<int> axes, bool keepdims, StreamOrDevice s) {
+  if (axes.empty()) {
+    axes.resize(a.ndim());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (int& ax : axes) {
+    if (ax < -a.ndim() || ax >= a.ndim()) {
+      std::ostringstream msg;
+      msg << "[median] axis " << ax << " is out of bounds for array with " << a.ndim()
+          << " dimensions.";
+      throw std::out_of_range(msg.str());
+    }
+    if (ax < 0) ax += a.ndim();
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+    throw std::invalid_argument("[median] Received duplicate axes.");
+  }
+  // The reduced axes last, flattened into one.
+  std::vector<int> perm;
+  Shape kept, kept_keepdims = a.shape();
+  int32_t m = 1;
+  for (int d = 0; d < a.ndim(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+      perm.push_back(d);
+      kept.push_back(a.shape(d));
+    } else {
+      m *= a.shape(d);
+      kept_keepdims[d] = 1;
+    }
+  }
+  if (m == 0) throw std::invalid_argument("[median] Cannot take median along empty axis.");
+  perm.insert(perm.end(), axes.begin(), axes.end());
+  Shape rows = kept;
+  rows.push_back(m);
+  Dtype dtype = is_inexact(a.dtype()) ? a.dtype() : float32;
+  array sorted = sort(reshape(transpose(a, perm, s), rows, s), -1, s);
+  auto at = [&](int32_t i) {
+    Shape start(rows.size(), 0), stop = rows, step(rows.size(), 1);
+    start.back() = i;
+    stop.back() = i + 1;
+    return astype(squeeze(slice(sorted, start, stop, step, s),
+                          std::vector<int>{static_cast<int>(rows.size()) - 1}, s),
+                  dtype, s);
+  };
+  array mid = m % 2 ? at(m / 2) : multiply(add(at(m / 2 - 1), at(m / 2), s), array(0.5, dtype), s);
+  if (is_inexact(dtype)) {
+    array last = at(m - 1); // NaN sorts last: a NaN anywhere shows here
+    mid = where(isnan(last, s), last, mid, s);
+  }
+  return keepdims ? reshape(mid, kept_keepdims, s) : mid;
+}
+
+array median(const array& a, bool keepdims, StreamOrDevice s) {
+  return median(a, std::vector<int>{}, keepdims, s);
+}
+
+std::pair<array, array> minmax(const array& a, std::vector<int> axes, bool keepdims,
+                               StreamOrDevice s) {
+  if (axes.empty()) return {min(a, keepdims, s), max(a, keepdims, s)};
+  return {min(a, axes, keepdims, s), max(a, axes, keepdims, s)};
 }
 
 } // namespace loom

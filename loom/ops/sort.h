@@ -38,4 +38,14 @@ std::vector<array> unique(const array& a, int size, bool return_index = false,
                           bool return_inverse = false, bool return_counts = false,
                           std::optional<array> fill_value = std::nullopt, StreamOrDevice s = {});
 
+// The median over `axes` (all when empty): the middle of the sorted values,
+// the mean of the two middle ones for an even count; NaN if any is NaN.
+// Floating inputs keep their dtype, others give float32 (as MLX).
+array median(const array& a, std::vector<int> axes, bool keepdims = false, StreamOrDevice s = {});
+array median(const array& a, bool keepdims = false, StreamOrDevice s = {});
+
+// (min, max) over `axes` (all when empty), as MLX's minmax.
+std::pair<array, array> minmax(const array& a, std::vector<int> axes, bool keepdims = false,
+                               StreamOrDevice s = {});
+
 } // namespace loom

@@ -186,6 +186,37 @@ void init_indexing_ops(nb::module_& m) {
       "Returns:\n    array or tuple(array, ...): values, then index, inverse, counts as\n"
       "    requested.");
 
+  m.def(
+      "median",
+      [](const array& a, std::optional<IntOrInts> axis, bool keepdims, const StreamArg& s) {
+        return median(a, axis ? to_axes(*axis) : std::vector<int>{}, keepdims, s);
+      },
+      nb::arg("a"), nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      nb::sig("def median(a: array, /, axis: None | int | Sequence[int] = None, keepdims: bool = "
+              "False, *, stream: StreamOrDevice = None) -> array"),
+      "The median over the given axes (all by default); NaN where a NaN is\n"
+      "among the values. Integer inputs give float32.\n\n"
+      "Args:\n    a (array): Input array.\n"
+      "    axis (int or list(int), optional): The axes. Default: all.\n"
+      "    keepdims (bool, optional): Keep the reduced axes as size 1.\n\n"
+      "Returns:\n    array: The medians.");
+  m.def(
+      "minmax",
+      [](const array& a, std::optional<IntOrInts> axis, bool keepdims, const StreamArg& s) {
+        auto [lo, hi] = minmax(a, axis ? to_axes(*axis) : std::vector<int>{}, keepdims, s);
+        return nb::make_tuple(lo, hi);
+      },
+      nb::arg("a"), nb::arg("axis") = nb::none(), nb::arg("keepdims") = false, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      nb::sig("def minmax(a: array, /, axis: None | int | Sequence[int] = None, keepdims: bool = "
+              "False, *, stream: StreamOrDevice = None) -> tuple[array, array]"),
+      "The minimum and the maximum over the given axes, in that order.\n\n"
+      "Args:\n    a (array): Input array.\n"
+      "    axis (int or list(int), optional): The axes. Default: all.\n"
+      "    keepdims (bool, optional): Keep the reduced axes as size 1.\n\n"
+      "Returns:\n    tuple(array, array): ``(min, max)``.");
+
   // --- scans ------------------------------------------------------------------
   using ScanFn = array (*)(const array&, std::optional<int>, bool, bool, StreamOrDevice);
   auto scan_doc = [](const char* what) {

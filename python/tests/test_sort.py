@@ -200,3 +200,30 @@ def test_unique_against_numpy():
     # each NaN is its own element (MLX)
     nans = mx.unique(mx.array([3.0, float("nan"), 1.0, float("nan")]), 4)
     assert np.array_equal(np.array(nans), [1.0, 3.0, np.nan, np.nan], equal_nan=True)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_median(axis, keepdims):
+    x = np.random.default_rng(12).normal(size=(4, 5, 6)).astype(np.float32)
+    out = mx.median(mx.array(x), axis=axis, keepdims=keepdims)
+    assert_array(out, np.median(x, axis=axis, keepdims=keepdims), "float32")
+
+
+def test_median_dtypes_nan_and_errors():
+    assert mx.median(mx.array([1, 2, 3, 4])).item() == 2.5
+    assert mx.median(mx.array([1, 2, 3, 4])).dtype == mx.float32
+    assert mx.median(mx.array([1.0, 2.0], dtype=mx.float16)).dtype == mx.float16
+    assert np.isnan(mx.median(mx.array([1.0, float("nan"), 3.0, 4.0])).item())
+    assert mx.median(mx.array([[1, 5], [2, 9]]), axis=0).tolist() == [1.5, 7.0]
+    with pytest.raises(ValueError):
+        mx.median(mx.array([]))
+    with pytest.raises(IndexError):
+        mx.median(mx.zeros((2, 3)), axis=5)
+
+
+def test_minmax():
+    lo, hi = mx.minmax(mx.array([3, 1, 2]))
+    assert (lo.item(), hi.item()) == (1, 3)
+    lo, hi = mx.minmax(mx.zeros((2, 3)), axis=1, keepdims=True)
+    assert lo.shape == (2, 1) and hi.shape == (2, 1)
