@@ -266,6 +266,10 @@ void init_indexing_ops(nb::module_& m) {
                     .c_str()),
         docs.back().c_str());
   }
+  // The array-API names are the same functions in MLX.
+  m.attr("cumulative_sum") = m.attr("cumsum");
+  m.attr("cumulative_prod") = m.attr("cumprod");
+
   // Array methods of the scans (MLX has them, without dtype; not the sorts).
   nb::handle cls = nb::type<array>();
   for (auto [name, fn] : {std::pair<const char*, ScanFn>{"cumsum", &loom::cumsum},

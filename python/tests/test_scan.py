@@ -168,3 +168,10 @@ def test_vmap_of_grad_matches_finite_differences(case):
     grads = mx.vmap(mx.grad(loss))(mx.array(xs.astype(np.float32)))
     expected = np.stack([fd._fd_gradient(loss_ref, [xs[b]], 0) for b in range(3)])
     fd._check(grads, expected, "vmap(grad)")
+
+
+def test_cumulative_aliases():
+    a = mx.arange(6).reshape(2, 3)
+    assert mx.cumulative_sum(a).tolist() == [0, 1, 3, 6, 10, 15]
+    assert mx.cumulative_prod(mx.array([1, 2, 3]), axis=0, reverse=True).tolist() == [6, 6, 3]
+    assert mx.cumulative_sum(mx.array([1, 2], dtype=mx.int8), dtype=mx.float32).dtype == mx.float32
