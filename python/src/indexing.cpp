@@ -117,9 +117,9 @@ Index parse_entries(const array& a, nb::handle index) {
         consuming += idx.ndim();
       } else {
         if (!is_integral(idx.dtype())) {
-          throw std::invalid_argument("Cannot index with an array of dtype " +
-                                      dtype_name(idx.dtype()) +
-                                      "; indices must be integers or booleans.");
+          // MLX's message (its gather's), with the dtype named.
+          throw std::invalid_argument("[gather] Got indices with invalid dtype " +
+                                      dtype_name(idx.dtype()) + ". Indices must be integral.");
         }
         ++consuming;
         entries.push_back({Kind::advanced, h, idx});
