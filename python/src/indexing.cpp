@@ -147,6 +147,9 @@ Index parse_entries(const array& a, nb::handle index) {
   bool expanded = false;
   for (auto& e : entries) {
     if (e.kind == Kind::ellipsis) {
+      // The marker stays (it consumes no axis): NumPy counts an ellipsis
+      // between array indices as separating them, even when it is empty.
+      out.entries.push_back(e);
       for (int k = 0; k < a.ndim() - consuming; ++k)
         out.entries.push_back({Kind::slice, whole, {}});
       expanded = true;
@@ -183,13 +186,17 @@ Plan make_plan(const array& a, nb::handle index) {
   p.step.assign(nd, 1);
   Shape region = a.shape();
   // Layout of the result: 'N' None, 'R' a kept (sliced) axis, 'A' the
-  // advanced block.
+  // advanced block, 'E' where an ellipsis stood (no axis of its own).
   std::vector<char> layout;
   std::vector<int> adv_entry_pos;
   int axis = 0;
   for (auto& e : idx.entries) {
     if (e.kind == Kind::none) {
       layout.push_back('N');
+      continue;
+    }
+    if (e.kind == Kind::ellipsis) {
+      layout.push_back('E');
       continue;
     }
     int32_t dim = a.shape(axis);
@@ -245,7 +252,7 @@ Plan make_plan(const array& a, nb::handle index) {
       if (e.kind == Kind::none) {
         p.none_positions.push_back(static_cast<int>(p.result.size()));
         p.result.push_back(1);
-      } else {
+      } else if (e.kind != Kind::ellipsis) {
         if (e.kind == Kind::slice) p.result.push_back(region[ax]);
         ++ax;
       }
@@ -295,7 +302,7 @@ Plan make_plan(const array& a, nb::handle index) {
       p.result.push_back(1);
     } else if (c == 'A') {
       p.result.insert(p.result.end(), ishape.begin(), ishape.end());
-    } else {
+    } else if (c == 'R') {
       p.result.push_back(kept_sizes[r++]);
     }
   }
@@ -312,8 +319,8 @@ bool is_identity(const std::vector<int>& perm) {
 // The update as the region it replaces: `value` broadcast to the shape of
 // a[index] (leading size-1 axes may be dropped, as NumPy allows).
 array region_update(const array& a, nb::handle value, const Shape& result) {
-  array update = PyList_Check(value.ptr()) ? array_from_python(value, a.dtype())
-                                           : to_array(value, a.dtype());
+  array update =
+      PyList_Check(value.ptr()) ? array_from_python(value, a.dtype()) : to_array(value, a.dtype());
   if (update.dtype() != a.dtype()) update = astype(update, a.dtype());
   if (update.ndim() > static_cast<int>(result.size())) {
     int extra = update.ndim() - static_cast<int>(result.size());

@@ -168,13 +168,42 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
   array updates = cpu::ensure_row_contiguous(inputs.back());
   if (updates.size() == 0 || out.size() == 0) return;
   std::vector<array> indices(inputs.begin() + 1, inputs.end() - 1);
-  std::vector<int64_t> offsets = block_offsets(name(), out.shape(), out.strides(), axes_, indices);
   auto layout = block_layout(out.shape(), out.strides(), axes_);
-  int64_t block = updates.size() / static_cast<int64_t>(offsets.size());
+  const array& idx0 = indices[0];
+  int64_t block = updates.size() / static_cast<int64_t>(idx0.size());
   bool flat = is_flat(layout);
+  // One contiguous int32/int64 index of single elements (x.at[i].add(v) on
+  // a vector): read the index in the update loop, without an offset table.
+  bool direct = indices.size() == 1 && flat && block == 1 && idx0.flags().row_contiguous &&
+                (idx0.dtype() == int32 || idx0.dtype() == int64);
+  std::vector<int64_t> offsets;
+  if (!direct) offsets = block_offsets(name(), out.shape(), out.strides(), axes_, indices);
   // Tuples run in order, so repeated indices accumulate (and the last plain
   // write wins); a large block is split across the pool instead.
   auto run = [&](auto* dst, const auto* src, auto&& combine) {
+    if (direct) {
+      int64_t dim = out.shape(axes_[0]);
+      int64_t stride = out.strides()[axes_[0]];
+      auto apply = [&](const auto* p) {
+        for (size_t i = 0; i < idx0.size(); ++i) {
+          int64_t v = static_cast<int64_t>(p[i]);
+          if (v < 0) v += dim;
+          if (v < 0 || v >= dim) {
+            std::ostringstream msg;
+            msg << "[" << name() << "] Index " << p[i] << " is out of bounds for axis " << axes_[0]
+                << " with size " << dim << ".";
+            throw std::out_of_range(msg.str());
+          }
+          combine(dst[v * stride], src[i]);
+        }
+      };
+      if (idx0.dtype() == int32) {
+        apply(idx0.data<int32_t>());
+      } else {
+        apply(idx0.data<int64_t>());
+      }
+      return;
+    }
     for (size_t i = 0; i < offsets.size(); ++i) {
       auto* d = dst + offsets[i];
       const auto* s = src + i * block;
