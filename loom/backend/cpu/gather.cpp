@@ -127,15 +127,56 @@ void Gather::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
   out.set_data(allocator::allocate(out.nbytes()));
   if (out.size() == 0) return;
   std::vector<array> indices(inputs.begin() + 1, inputs.end());
-  std::vector<int64_t> offsets = block_offsets("gather", a.shape(), a.strides(), axes_, indices);
   auto layout = block_layout(a.shape(), a.strides(), axes_);
-  int64_t block = out.size() / static_cast<int64_t>(offsets.size());
+  const array& idx0 = indices[0];
+  int64_t block = out.size() / static_cast<int64_t>(idx0.size());
   bool flat = is_flat(layout);
+  if (indices.size() == 1 && flat && idx0.flags().row_contiguous &&
+      (idx0.dtype() == int32 || idx0.dtype() == int64)) {
+    // take along one axis with contiguous blocks: read the index in the copy
+    // loop, without an offset table.
+    int64_t dim = a.shape(axes_[0]);
+    int64_t stride = a.strides()[axes_[0]];
+    std::atomic<bool> bad{false};
+    by_size(a.itemsize(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = a.data<T>();
+      T* dst = out.data<T>();
+      auto copy_rows = [&](const auto* p) {
+        size_t grain = std::max<size_t>(1, (1 << 16) / std::max<int64_t>(block, 1));
+        cpu::parallel_for(idx0.size(), grain, [&](size_t b, size_t e) {
+          for (size_t i = b; i < e; ++i) {
+            int64_t v = static_cast<int64_t>(p[i]);
+            if (v < 0) v += dim;
+            if (v < 0 || v >= dim) {
+              bad = true;
+              continue;
+            }
+            const T* s = src + v * stride;
+            if (block == 1) {
+              dst[i] = *s;
+            } else {
+              std::memcpy(dst + i * block, s, block * sizeof(T));
+            }
+          }
+        });
+      };
+      if (idx0.dtype() == int32) {
+        copy_rows(idx0.data<int32_t>());
+      } else {
+        copy_rows(idx0.data<int64_t>());
+      }
+    });
+    // Name the first bad index (block_offsets raises on it).
+    if (bad) block_offsets("gather", a.shape(), a.strides(), axes_, indices);
+    return;
+  }
+  std::vector<int64_t> offsets = block_offsets("gather", a.shape(), a.strides(), axes_, indices);
   by_size(a.itemsize(), [&](auto tag) {
     using T = decltype(tag);
     const T* src = a.data<T>();
     T* dst = out.data<T>();
-    size_t grain = std::max<size_t>(1, (1 << 14) / std::max<int64_t>(block, 1));
+    size_t grain = std::max<size_t>(1, (1 << 16) / std::max<int64_t>(block, 1));
     cpu::parallel_for(offsets.size(), grain, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         const T* s = src + offsets[i];
