@@ -123,9 +123,9 @@ NB_MODULE(core, m) {
   init_array(m);
   init_ops(m);
   init_composites(m);
+  init_indexing_ops(m);
   init_random(m);
   init_transforms(m);
-  init_indexing_ops(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;
