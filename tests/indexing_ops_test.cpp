@@ -116,3 +116,18 @@ TEST(Scan, CumprodGradientWithZeros) {
   // out = {2, 0, 0}: d/dx0 = 1, d/dx1 = 2 + 2*3, d/dx2 = 0
   EXPECT_EQ(values<float>(grads[0]), (std::vector<float>{1, 8, 0}));
 }
+
+TEST(Selection, SearchSortedUniqueMedian) {
+  array seq({1.0f, 2.0f, 2.0f, 4.0f}, {4});
+  array vals({0.0f, 2.0f, 3.0f, 5.0f}, {4});
+  EXPECT_EQ(values<uint32_t>(searchsorted(seq, vals)), (std::vector<uint32_t>{0, 1, 3, 4}));
+  EXPECT_EQ(values<uint32_t>(searchsorted(seq, vals, true)), (std::vector<uint32_t>{0, 3, 3, 4}));
+  auto u = unique(array({2, 1, 2, 3, 1}, {5}, int32), 4, true, true, true, array(0));
+  EXPECT_EQ(values<int32_t>(u[0]), (std::vector<int32_t>{1, 2, 3, 0}));
+  EXPECT_EQ(values<uint32_t>(u[1]), (std::vector<uint32_t>{1, 0, 3, 1}));
+  EXPECT_EQ(values<uint32_t>(u[2]), (std::vector<uint32_t>{1, 0, 1, 2, 0}));
+  EXPECT_EQ(values<int32_t>(u[3]), (std::vector<int32_t>{2, 2, 1, 0}));
+  EXPECT_EQ(values<float>(median(array({1, 2, 3, 4}, {4}, int32), std::vector<int>{})),
+            (std::vector<float>{2.5f}));
+  EXPECT_THROW(searchsorted(zeros({2, 2}), vals), std::invalid_argument);
+}
