@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "loom/ops/creation.h"
+#include "loom/ops/elementwise.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/shape.h"
 
@@ -164,12 +165,31 @@ std::vector<Shape> Scatter::output_shapes(const std::vector<array>& inputs) {
 
 std::vector<array> Scatter::vjp(const std::vector<array>& primals,
                                 const std::vector<array>& cotangents,
-                                const std::vector<int>& argnums, const std::vector<array>&) {
-  if (type_ != ReduceType::none && type_ != ReduceType::sum) not_implemented("vjp");
+                                const std::vector<int>& argnums,
+                                const std::vector<array>& outputs) {
+  if (type_ == ReduceType::prod) not_implemented("vjp");
   std::vector<array> indices = index_args(primals, axes_.size());
   const array& cot = cotangents[0];
   size_t upd = primals.size() - 1;
   std::vector<array> out;
+  if (type_ == ReduceType::max || type_ == ReduceType::min) {
+    // The winners get the cotangent: the input where it kept its value, each
+    // update where it equals the result at its place (ties share).
+    const array& result = outputs[0];
+    for (int arg : argnums) {
+      if (arg == 0) {
+        out.push_back(
+            where(equal(result, primals[0], stream()), cot, zeros_like(cot, stream()), stream()));
+      } else if (static_cast<size_t>(arg) == upd) {
+        array won = equal(gather(result, indices, axes_, stream()), primals[upd], stream());
+        array g = gather(cot, indices, axes_, stream());
+        out.push_back(where(won, g, zeros_like(g, stream()), stream()));
+      } else {
+        out.push_back(zeros_like(primals[arg], stream()));
+      }
+    }
+    return out;
+  }
   for (int arg : argnums) {
     if (arg == 0) {
       // Overwritten blocks receive nothing; accumulated ones pass it through.
@@ -189,7 +209,7 @@ std::vector<array> Scatter::vjp(const std::vector<array>& primals,
 std::vector<array> Scatter::jvp(const std::vector<array>& primals,
                                 const std::vector<array>& tangents,
                                 const std::vector<int>& argnums) {
-  if (type_ != ReduceType::none && type_ != ReduceType::sum) not_implemented("jvp");
+  if (type_ == ReduceType::prod) not_implemented("jvp");
   size_t upd = primals.size() - 1;
   array ta = zeros_like(primals[0], stream());
   array tu = zeros_like(primals[upd], stream());
@@ -198,6 +218,19 @@ std::vector<array> Scatter::jvp(const std::vector<array>& primals,
     if (static_cast<size_t>(argnums[i]) == upd) tu = tangents[i];
   }
   std::vector<array> indices = index_args(primals, axes_.size());
+  if (type_ == ReduceType::max || type_ == ReduceType::min) {
+    // Each output follows its winner's tangent: the input where it kept its
+    // value, else the update that equals the result there.
+    array result(primals[0].shape(), primals[0].dtype(),
+                 std::make_shared<Scatter>(stream(), axes_, type_), primals);
+    array a_won = equal(result, primals[0], stream());
+    array t = where(a_won, ta, zeros_like(ta, stream()), stream());
+    array upd_won =
+        logical_and(equal(gather(result, indices, axes_, stream()), primals[upd], stream()),
+                    logical_not(gather(a_won, indices, axes_, stream()), stream()), stream());
+    return {scatter_add(t, indices, where(upd_won, tu, zeros_like(tu, stream()), stream()), axes_,
+                        stream())};
+  }
   return {type_ == ReduceType::sum ? scatter_add(ta, indices, tu, axes_, stream())
                                    : scatter(ta, indices, tu, axes_, stream())};
 }

@@ -434,6 +434,12 @@ GRAD_CASES = [
             lambda x: np.take_along_axis(x, np.array([[2], [0], [1], [1]]), axis=1), [((4, 3), fd.U)]),
     fd.Case("at-add-repeated", lambda x, v: x.at[mx.array(_REP)].add(v), _np_at_add, [((4, 3), fd.U), ((4, 3), fd.U)]),
     fd.Case("setitem", _mx_set, _np_set, [((4, 3), fd.U), ((2, 2), fd.U)]),
+    fd.Case("at-maximum", lambda x, v: x.at[mx.array([0, 2])].maximum(v),
+            lambda x, v: (lambda o: (np.maximum.at(o, [0, 2], v), o)[1])(x.copy()),
+            [((4, 3), fd.distinct), ((2, 3), fd.distinct)]),
+    fd.Case("at-minimum", lambda x, v: x.at[mx.array([1, 3])].minimum(v),
+            lambda x, v: (lambda o: (np.minimum.at(o, [1, 3], v), o)[1])(x.copy()),
+            [((4, 3), fd.distinct), ((2, 3), fd.distinct)]),
     fd.Case("put_along_axis", lambda x, v: mx.put_along_axis(x, mx.array(np.array([[1], [0], [2], [1]])), v, axis=1),
             lambda x, v: (lambda o: (np.put_along_axis(o, np.array([[1], [0], [2], [1]]), v, axis=1), o)[1])(x.copy()),
             [((4, 3), fd.U), ((4, 1), fd.U)]),
@@ -459,7 +465,8 @@ def test_grad_matches_finite_differences(case):
         fd._check(g, fd._fd_gradient(loss_ref, values, i), f"d/d arg{i}")
 
 
-@pytest.mark.parametrize("case", _loom_only(GRAD_CASES, {"setitem", "at-add-repeated"}), ids=repr)
+@pytest.mark.parametrize("case", _loom_only(GRAD_CASES, {"setitem", "at-add-repeated", "at-maximum", "at-minimum"}),
+                         ids=repr)
 def test_jvp_matches_finite_differences(case):
     values = fd._inputs(case, seed=2)
     rng = np.random.default_rng(3)
