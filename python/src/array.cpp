@@ -11,6 +11,8 @@
 
 namespace loom::bindings {
 
+nb::object array_at(const array& a); // an ArrayAt (python/src/indexing.cpp)
+
 namespace {
 
 // --- NumPy export and the buffer protocol -----------------------------------
@@ -291,6 +293,10 @@ void init_array(nb::module_& m) {
           "The number of elements.")
       .def_prop_ro("itemsize", &array::itemsize, "Bytes per element.")
       .def_prop_ro("nbytes", &array::nbytes, "Bytes of all the elements.")
+      .def_prop_ro(
+          "at", [](const array& a) { return array_at(a); },
+          "Out-of-place updates at an index, e.g. ``a.at[idx].add(v)``; repeated\n"
+          "indices accumulate.")
       .def_prop_ro(
           "T", [](const array& a) { return transpose(a); },
           "The array with its axes reversed, like ``self.transpose()``.")

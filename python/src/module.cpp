@@ -16,6 +16,8 @@ namespace loom::bindings {
 
 // save/load of npy, npz, safetensors and gguf (python/src/io.cpp).
 void init_io(nb::module_& m);
+// take/sort/scan bindings and array.at (python/src/indexing_ops.cpp).
+void init_indexing_ops(nb::module_& m);
 
 namespace {
 
@@ -126,6 +128,7 @@ NB_MODULE(core, m) {
   init_array(m);
   init_ops(m);
   init_composites(m);
+  init_indexing_ops(m);
   init_random(m);
   init_transforms(m);
   init_compile(m);

@@ -170,19 +170,6 @@ array arange_impl(nb::handle start_h, nb::handle stop_h, nb::handle step_h,
   return arange(start.value, stop.value, step.value, d, s);
 }
 
-// MLX's dynamic slices take start indices as an array; Loom slices
-// statically, so the indices are read (evaluating them).
-std::vector<int64_t> read_indices(array& idx) {
-  nb::object l = to_list(idx);
-  std::vector<int64_t> out;
-  if (PyLong_Check(l.ptr())) {
-    out.push_back(nb::cast<int64_t>(l));
-  } else {
-    for (auto v : l) out.push_back(nb::cast<int64_t>(v));
-  }
-  return out;
-}
-
 } // namespace
 
 void init_ops(nb::module_& m) {
@@ -733,64 +720,30 @@ void init_ops(nb::module_& m) {
       "slice",
       [](const array& a, array start_indices, const std::vector<int>& axes,
          const std::vector<int>& slice_size, const StreamArg& s) {
-        auto starts = read_indices(start_indices);
-        if (starts.size() != axes.size() || slice_size.size() != axes.size()) {
-          throw std::invalid_argument(
-              "[slice] start_indices, axes and slice_size must have the same length.");
-        }
-        Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
-        for (size_t i = 0; i < axes.size(); ++i) {
-          int ax = normalize_axis(axes[i], a.ndim(), "slice");
-          int dim = a.shape(ax);
-          int size = std::min(slice_size[i], dim);
-          if (slice_size[i] < 0) throw std::invalid_argument("[slice] Negative slice size.");
-          int64_t st = std::clamp<int64_t>(starts[i], 0, dim - size);
-          start[ax] = static_cast<int32_t>(st);
-          stop[ax] = static_cast<int32_t>(st + size);
-        }
-        return slice(a, start, stop, step, s);
+        return slice(a, start_indices, axes, Shape(slice_size.begin(), slice_size.end()), s);
       },
-      nb::arg("a"), nb::arg("start_indices"), nb::arg("axes"), nb::arg("slice_size"), nb::kw_only(),
+      nb::arg(), nb::arg("start_indices"), nb::arg("axes"), nb::arg("slice_size"), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def slice(a: array, start_indices: array, axes: Sequence[int], slice_size: "
               "Sequence[int], *, stream: StreamOrDevice = None) -> array"),
-      "A slice of ``slice_size`` elements starting at ``start_indices`` along\n"
-      "``axes`` (other axes are kept whole). Starts are clamped so the slice\n"
-      "fits. Loom reads the start indices when the op is built.\n\n"
+      "A slice of shape ``slice_size`` starting at ``start_indices`` along\n"
+      "``axes`` (other axes start at 0). The start indices are read when the\n"
+      "graph runs (so the op works under vmap and compile); negative starts\n"
+      "count from the end and starts are clamped so the slice fits.\n\n"
       "Args:\n"
       "    a (array): Input array.\n"
       "    start_indices (array): Start of the slice on each axis in ``axes``.\n"
       "    axes (list(int)): The sliced axes.\n"
-      "    slice_size (list(int)): Size of the slice on each axis in ``axes``.\n\n"
+      "    slice_size (list(int)): The shape of the slice (one size per axis of ``a``).\n\n"
       "Returns:\n    array: The slice.");
 
   m.def(
       "slice_update",
       [](const array& a, const array& update, array start_indices, const std::vector<int>& axes,
          const StreamArg& s) {
-        auto starts = read_indices(start_indices);
-        if (starts.size() != axes.size()) {
-          throw std::invalid_argument(
-              "[slice_update] start_indices and axes must have the same length.");
-        }
-        if (update.ndim() != a.ndim()) {
-          throw std::invalid_argument(
-              "[slice_update] The update must have as many dimensions "
-              "as the array.");
-        }
-        Shape start(a.ndim(), 0), stop = a.shape(), step(a.ndim(), 1);
-        for (int d = 0; d < a.ndim(); ++d) stop[d] = update.shape(d);
-        for (size_t i = 0; i < axes.size(); ++i) {
-          int ax = normalize_axis(axes[i], a.ndim(), "slice_update");
-          int dim = a.shape(ax);
-          int size = update.shape(ax);
-          int64_t st = std::clamp<int64_t>(starts[i], 0, std::max(dim - size, 0));
-          start[ax] = static_cast<int32_t>(st);
-          stop[ax] = static_cast<int32_t>(st + size);
-        }
-        return slice_update(a, update, start, stop, step, s);
+        return slice_update(a, update, start_indices, axes, s);
       },
-      nb::arg("a"), nb::arg("update"), nb::arg("start_indices"), nb::arg("axes"), nb::kw_only(),
+      nb::arg(), nb::arg("update"), nb::arg("start_indices"), nb::arg("axes"), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def slice_update(a: array, update: array, start_indices: array, axes: "
               "Sequence[int], *, stream: StreamOrDevice = None) -> array"),

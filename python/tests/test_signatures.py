@@ -18,31 +18,27 @@ with open(_signatures.DATA) as f:
 # the op surface (linalg, fft, conv, quantization, scans, sorting, I/O, ...).
 NOT_YET = {
     "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh",
-    "argpartition", "argsort", "as_strided", "asin", "asinh", "atan", "atan2", "atanh",
+    "as_strided", "asin", "asinh", "atan", "atan2", "atanh",
     "block_masked_mm", "conv1d", "conv2d", "conv3d",
     "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolve",
-    "cosh", "cummax", "cummin", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
+    "cosh", 
     "depends", "dequantize", "diag", "diagonal", "einsum", "einsum_path",
     "erfinv", "expm1", "export_function", "export_to_dot", "exporter",
     "from_fp8", "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",
     "hadamard_transform", "imag", "import_function",
-    "logcumsumexp", "matrix_norm", "median", "minmax", "partition", "put_along_axis", "qqmm",
+    "matrix_norm", "qqmm",
     "quantize", "quantized_matmul", "real",
-    "searchsorted", "segmented_mm", "sinh", "sort",
-    "take", "take_along_axis", "tan", "to_fp8", "topk", "trace", "unique", "view",
+    "segmented_mm", "sinh", 
+    "tan", "to_fp8", "trace", "view",
     "random.multivariate_normal", "random.permutation", "random.truncated_normal",
-    "array.cummax", "array.cummin", "array.cumprod", "array.cumsum",
-    "array.diag", "array.diagonal", "array.logcumsumexp", "array.view",
+    
+    "array.diag", "array.diagonal", "array.view",
 }
 
 
 # Mismatches in bindings another helper owns, each with its reason; strict
 # xfails, so a fix shows up as a failure asking to remove the entry.
-KNOWN_MISMATCH = {
-    "slice": "binding owned by the indexing helper (issue 6 #11): `a` is positional-only in MLX",
-    "slice_update": "binding owned by the indexing helper (issue 6 #11): `a` is positional-only "
-    "in MLX",
-}
+KNOWN_MISMATCH: dict[str, str] = {}
 
 
 def resolve(name):
