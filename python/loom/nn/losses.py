@@ -36,15 +36,7 @@ def _apply_weights(loss: mx.array, weights: Optional[mx.array]) -> mx.array:
 
 def _pick(values: mx.array, indices: mx.array, axis: int) -> mx.array:
     """``values`` at class ``indices`` along ``axis`` (which is dropped)."""
-    if hasattr(mx, "take_along_axis"):
-        return mx.take_along_axis(values, mx.expand_dims(indices, axis), axis).squeeze(axis)
-    # Without a gather op: a one-hot mask, which differentiates the same way.
-    axis = axis % values.ndim
-    classes = mx.arange(values.shape[axis]).reshape(
-        [-1 if d == axis else 1 for d in range(values.ndim)]
-    )
-    one_hot = mx.expand_dims(indices, axis) == classes
-    return mx.sum(mx.where(one_hot, values, mx.zeros_like(values)), axis=axis)
+    return mx.take_along_axis(values, mx.expand_dims(indices, axis), axis).squeeze(axis)
 
 
 def _same_shape(name_a, a, name_b, b):

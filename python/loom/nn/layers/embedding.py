@@ -21,12 +21,7 @@ class Embedding(Module):
         return f"{self.weight.shape[0]}, {self.weight.shape[1]}"
 
     def __call__(self, x):
-        if hasattr(mx, "take"):
-            return mx.take(self.weight, x, axis=0)
-        # Without a gather op: a one-hot product, the same rows and the same
-        # gradient (scattered back to the looked-up rows), at O(vocabulary) cost.
-        one_hot = mx.expand_dims(x, -1) == mx.arange(self.weight.shape[0])
-        return one_hot.astype(self.weight.dtype) @ self.weight
+        return self.weight[x]
 
     def as_linear(self, x):
         """``x @ weight.T``: use the table as an output projection (tied weights)."""
