@@ -1,5 +1,7 @@
 """Small helpers shared by the test files: dtype tables and NumPy comparisons."""
 
+import threading
+
 import numpy as np
 
 from _backend import mx
@@ -125,3 +127,26 @@ def run_python(code, env=None, timeout=300):
         env=full_env,
         timeout=timeout,
     )
+
+
+def run_threads(targets):
+    """Runs each target in its own thread; re-raises the first error, fails on a hang."""
+    errors = []
+
+    def wrap(fn):
+        def run():
+            try:
+                fn()
+            except BaseException as e:  # reported to the main thread
+                errors.append(e)
+
+        return run
+
+    threads = [threading.Thread(target=wrap(t)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    if errors:
+        raise errors[0]

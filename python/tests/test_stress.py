@@ -3,34 +3,12 @@ over shared lazy inputs evaluated by 8 threads against a single-threaded run,
 async_eval racing readers, threads exiting with work in flight, memory-limit
 pressure, errors raised deep in a graph, million-node chains."""
 
-import threading
 
 import numpy as np
 import pytest
 
 from _backend import mx
-
-
-def _run_threads(targets):
-    errors = []
-
-    def wrap(fn):
-        def run():
-            try:
-                fn()
-            except BaseException as e:  # reported to the main thread
-                errors.append(e)
-
-        return run
-
-    threads = [threading.Thread(target=wrap(t)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish"
-    if errors:
-        raise errors[0]
+from _helpers import run_threads as _run_threads
 
 
 def _shared_inputs():

@@ -2,36 +2,14 @@
 and the thread affinity of streams (seed section 10.4)."""
 
 import re
-import threading
 
 import numpy as np
 import pytest
 
 from _backend import mx
+from _helpers import run_threads as _run_threads
 
 AFFINITY_MESSAGE = r"There is no Stream\(cpu, \d+\) in current thread"
-
-
-def _run_threads(targets):
-    errors = []
-
-    def wrap(fn):
-        def run():
-            try:
-                fn()
-            except BaseException as e:  # reported to the main thread
-                errors.append(e)
-
-        return run
-
-    threads = [threading.Thread(target=wrap(t)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish"
-    if errors:
-        raise errors[0]
 
 
 def _graph(seed, n=64, steps=50):
