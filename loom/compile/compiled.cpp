@@ -1,5 +1,5 @@
 // The fused primitive's shapes, transforms and printing. Its CPU kernel is
-// in cpu_executor.cpp.
+// in backend/cpu/compiled.cpp.
 #include "loom/compile/compiled.h"
 
 #include "loom/ops/creation.h"

@@ -1,6 +1,7 @@
 // The fused primitive: a region of element-wise and broadcast nodes of one
-// shape, run as ONE pass over memory (cpu_executor.cpp), with one output
-// buffer per value that escapes the region and no intermediate buffers.
+// shape, run as ONE pass over memory with one output buffer per value that
+// escapes the region and no intermediate buffers. Its CPU kernel lives in
+// backend/cpu/compiled.cpp.
 #pragma once
 
 #include <memory>

@@ -5,9 +5,10 @@
 // the escaping values are written to full-size buffers. Tiles are spread over
 // the intra-op pool. No compiler is needed at run time.
 //
-// This is the one file that knows how a fused op is computed on a tile: when
-// the element-wise ops gain a shared table of scalar functors, only the
-// `run_op` step changes.
+// Regions whose values are all float32 and whose ops are float table entries
+// take compiled_f32.cpp instead (loops over L1-sized chunks, no arrays).
+#include "loom/backend/cpu/compiled.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +17,6 @@
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/compile/compiled.h"
-#include "loom/compile/executor.h"
 
 namespace loom::compile_detail {
 

@@ -1,5 +1,7 @@
-// Pieces shared by the fused region's CPU paths (cpu_executor.cpp, the general
-// tiled path, and cpu_f32_chain.cpp, the float32 fast path).
+// Pieces shared by the fused region's CPU paths: compiled.cpp (the kernel's
+// entry and the general tiled path) and compiled_f32.cpp (the float32 path).
+// Private to backend/cpu: the core sees only the Compiled primitive
+// (loom/compile/compiled.h).
 #pragma once
 
 #include <vector>
@@ -20,8 +22,9 @@ struct InputPlan {
 // Copies region elements [start, start + n) of a strided input into dst.
 void gather_into(const array& in, const InputPlan& plan, size_t start, size_t n, void* dst);
 
-// Runs the region when every value is float32 and every op is one the fast
-// path knows; returns false (having done nothing) otherwise.
+// Runs the region when every value is float32 and every op is a unary or
+// binary table entry defined on float (or a broadcast); returns false (having
+// done nothing) otherwise.
 bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
                     std::vector<array>& outputs, const std::vector<InputPlan>& plans);
 
