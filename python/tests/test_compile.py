@@ -631,6 +631,37 @@ def test_large_fused_chain_with_views():
     assert close(mx.compile(f)(x, y), f(x, y), 1e-5)
 
 
+# Every float32 table op the fused chunk loop runs, with scalar operands on
+# either side, an op of scalars only, an escaping intermediate, an escaping
+# broadcast and a long chain whose chunk buffers are reused.
+FLOAT_CHAIN_SIZES = [(7,), (1000, 1031), (3, 1024, 1025)]
+
+
+def _float_chain(x, y):
+    r = math.sqrt(2)
+    g = x * (1 + mx.erf(x / r)) / 2
+    s = (mx.array(3.0) * 2 + 1) / 4  # scalars only
+    t = mx.sqrt(mx.abs(g) + s) - mx.rsqrt(mx.square(y) + 1) * mx.reciprocal(2 + mx.sigmoid(x))
+    u = mx.log(mx.exp(mx.tanh(t)) + 1) - mx.maximum(x, y) * mx.minimum(-x, 0.5)
+    v = u
+    for k in range(12):
+        v = v * 0.5 + mx.sin(v) * (k + 1) - mx.cos(y) / (k + 2)
+    b = mx.broadcast_to(y, x.shape)
+    return v, g, b, s
+
+
+@pytest.mark.parametrize("shape", FLOAT_CHAIN_SIZES)
+def test_float32_chain_of_table_ops_matches_eager(shape):
+    x = mx.random.normal(shape)
+    y = mx.random.normal(shape[-1:])
+    want = _float_chain(x, y)
+    got = mx.compile(_float_chain)(x, y)
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        assert g.shape == w.shape and g.dtype == w.dtype == mx.float32
+        assert close(g, w, 1e-5)
+
+
 def test_compiled_function_keeps_the_name():
     def named(x):
         return x

@@ -331,3 +331,22 @@ def test_compiled_dropout_training_advances_random_state():
     masks = [np.array(apply(x)) for _ in range(3)]
     assert not np.array_equal(masks[0], masks[1])
     assert not np.array_equal(masks[1], masks[2])
+
+
+@pytest.mark.parametrize("shape", [(5,), (1000, 1031), (3, 1024, 1025)])
+def test_fused_float32_chain_is_bitwise_eager(shape):
+    # The fused float32 loop runs the op table's own functors, the ones the
+    # eager kernels run: the same bits, also with outputs large enough to be
+    # streamed to memory and sizes that leave partial chunks.
+    x = mx.random.normal(shape)
+    y = mx.random.normal(shape[-1:])
+
+    def f(x, y):
+        g = x * (1 + mx.erf(x / 1.4142135)) / 2
+        h = mx.log(mx.abs(g) + 1) * mx.sigmoid(y) - mx.tanh(x) / (2 + mx.exp(-mx.abs(y)))
+        return h, g, mx.maximum(h, y) - mx.sqrt(mx.square(x) + 0.5)
+
+    want = f(x, y)
+    got = mx.compile(f)(x, y)
+    for w, g in zip(want, got):
+        assert np.array_equal(np.array(g), np.array(w))
