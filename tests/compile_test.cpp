@@ -118,6 +118,46 @@ TEST(Compile, FusedRegionKeepsEscapingValues) {
   expect_close(out[1], want[1], 1e-1f);
 }
 
+// The float32 chunk loop runs the op table's functors, as the eager kernels
+// do: the same bits, with a transposed input, a broadcast, scalars on either
+// side, an escaping intermediate, partial chunks and an output large enough
+// to be streamed.
+TEST(Compile, Float32ChainIsBitwiseEager) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    array g = gelu(in[0]);
+    array h = subtract(multiply(log(add(abs(g), array(1.0f))), sigmoid(in[1])),
+                       divide(tanh(in[0]), add(array(2.0f), exp(negative(abs(in[1]))))));
+    array k = maximum(h, in[1]);
+    for (int i = 0; i < 6; ++i) k = add(multiply(k, array(0.5f)), square(in[0]));
+    return std::vector<array>{k, g};
+  };
+  array x = transpose(random::normal({1031, 2049}));
+  array y = random::normal({1031});
+  Graph g = trace(f, {x, y});
+  simplify(g);
+  fuse(g);
+  // One region at y's shape (its own ops), one at the output's.
+  EXPECT_EQ(count_named(g, "Compiled"), 2);
+  auto out = replay(g, {x, y}, false);
+  auto want = f({x, y});
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(values(out[i]), values(want[i]));
+}
+
+// A region with a comparison (bool) leaves the float32 loop for the tiled
+// path, which runs each op's own kernel.
+TEST(Compile, RegionWithBoolValuesTakesTheTiledPath) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    array m = greater(exp(in[0]), array(1.5f));
+    return std::vector<array>{where(m, multiply(in[0], array(2.0f)), negative(in[0]))};
+  };
+  array x = random::normal({70000});
+  Graph g = trace(f, {x});
+  simplify(g);
+  fuse(g);
+  EXPECT_EQ(count_named(g, "Compiled"), 1);
+  EXPECT_EQ(values(replay(g, {x}, false)[0]), values(f({x})[0]));
+}
+
 TEST(Compile, FuseDoesNotCreateCycles) {
   // a -> sum -> broadcast back into the chain: a and the consumer of the sum
   // cannot join one region.
