@@ -2,7 +2,8 @@
 // kChunk elements runs the region's ops one at a time, each as a vectorised
 // loop over L1-resident buffers (what the eager kernel does over the whole
 // array), dense inputs are read in place and escaping values are written
-// straight into their outputs (no per-op arrays, allocations or copies).
+// straight into their outputs, or streamed there from the chunk buffer when
+// the outputs are larger than the caches (no per-op arrays or allocations).
 //
 // The ops come from the element-wise op table (primitives/elementwise_table.h):
 // every unary or binary entry whose functor is defined on float and returns
