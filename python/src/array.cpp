@@ -108,13 +108,16 @@ nb::object to_numpy(array& a, bool copy, std::optional<Dtype> as_dtype = std::nu
   // A view of an array being differentiated is read-only: a write through it
   // would change the value behind autodiff's back and silently give a wrong
   // gradient (seed 12.4's x_view[:] *= x_view).
-  nb::object out = a.is_tracer()
-                       ? nb::ndarray<nb::numpy, nb::ro>(data, shape.size(), shape.data(),
-                                                        keep_alive, strides.data(), dlpack_dtype(d))
-                             .cast()
-                       : nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), keep_alive,
-                                                strides.data(), dlpack_dtype(d))
-                             .cast();
+  nb::object out;
+  if (a.is_tracer()) {
+    out = nb::ndarray<nb::numpy, nb::ro>(data, shape.size(), shape.data(), keep_alive,
+                                         strides.data(), dlpack_dtype(d))
+              .cast();
+  } else {
+    out = nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), keep_alive, strides.data(),
+                                 dlpack_dtype(d))
+              .cast();
+  }
   if (copy) out = out.attr("copy")();
   return out;
 }

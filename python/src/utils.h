@@ -184,9 +184,9 @@ struct type_caster<loom::bindings::StreamArg> {
 
 template <bool AllowInt>
 struct type_caster<loom::bindings::ShapeArgT<AllowInt>> {
-  using Value = loom::bindings::ShapeArgT<AllowInt>;
-  NB_TYPE_CASTER(Value, const_name<AllowInt>("int | collections.abc.Sequence[int]",
-                                             "collections.abc.Sequence[int]"))
+  using Arg = loom::bindings::ShapeArgT<AllowInt>;
+  NB_TYPE_CASTER(Arg, const_name<AllowInt>("int | collections.abc.Sequence[int]",
+                                           "collections.abc.Sequence[int]"))
 
   // One dimension: a Python int (bool included, as MLX), or with implicit
   // conversion anything with __index__ (NumPy integers) but never a float.
@@ -225,7 +225,7 @@ struct type_caster<loom::bindings::ShapeArgT<AllowInt>> {
   bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
     bool convert = flags & static_cast<uint8_t>(cast_flags::convert);
     PyObject* o = src.ptr();
-    value = Value{};
+    value = Arg{};
     constexpr const char* range = " is outside the supported range [-2147483648, 2147483647].";
     if constexpr (AllowInt) {
       long long v = 0;
@@ -262,9 +262,7 @@ struct type_caster<loom::bindings::ShapeArgT<AllowInt>> {
     Py_DECREF(seq);
     return ok;
   }
-  static handle from_cpp(const Value&, rv_policy, cleanup_list*) noexcept {
-    return none().release();
-  }
+  static handle from_cpp(const Arg&, rv_policy, cleanup_list*) noexcept { return none().release(); }
 };
 
 template <>
