@@ -1,8 +1,6 @@
 // DLPack in both directions: importing any producer's capsule (NumPy,
 // PyTorch, JAX, ...) by copying its CPU memory, and exporting an array's
 // memory to consumers (np.from_dlpack, torch.from_dlpack / torch.as_tensor).
-#include <nanobind/ndarray.h>
-
 #include <string>
 #include <vector>
 
@@ -164,34 +162,79 @@ array array_from_dlpack(nb::handle v, std::optional<Dtype> dtype) {
 
 namespace {
 
-nb::dlpack::dtype export_dtype(Dtype d) {
-  using C = nb::dlpack::dtype_code;
-  auto make = [](C code, size_t size) {
-    return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(size * 8), 1};
+DLDataType export_dtype(Dtype d) {
+  auto make = [](uint8_t code, size_t size) {
+    return DLDataType{code, static_cast<uint8_t>(size * 8), 1};
   };
   switch (d.val) {
     case Dtype::Val::bool_:
-      return make(C::Bool, 1);
+      return make(6, 1);
     case Dtype::Val::uint8:
     case Dtype::Val::uint16:
     case Dtype::Val::uint32:
     case Dtype::Val::uint64:
-      return make(C::UInt, d.size);
+      return make(1, d.size);
     case Dtype::Val::int8:
     case Dtype::Val::int16:
     case Dtype::Val::int32:
     case Dtype::Val::int64:
-      return make(C::Int, d.size);
+      return make(0, d.size);
     case Dtype::Val::float16:
     case Dtype::Val::float32:
     case Dtype::Val::float64:
-      return make(C::Float, d.size);
+      return make(2, d.size);
     case Dtype::Val::bfloat16:
-      return make(C::Bfloat, 2);
+      return make(4, 2);
     case Dtype::Val::complex64:
-      return make(C::Complex, 8);
+      return make(5, 8);
   }
   throw std::invalid_argument("[__dlpack__] Unsupported dtype.");
+}
+
+// What a capsule owns: the array (its memory stays alive while a consumer
+// holds the tensor) and the shape and strides the DLTensor points to.
+struct ExportContext {
+  array a;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+};
+
+// Consumers may call the deleter from any thread, without the GIL: it only
+// drops C++ references.
+template <typename MT>
+void export_deleter(MT* m) {
+  delete static_cast<ExportContext*>(m->manager_ctx);
+  delete m;
+}
+
+template <typename MT>
+void fill(MT* m, ExportContext* ctx) {
+  static char empty_data = 0;
+  const array& a = ctx->a;
+  DLTensor& t = m->dl_tensor;
+  t.data = a.has_data() ? const_cast<void*>(a.data<void>()) : &empty_data;
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = a.ndim();
+  t.dtype = export_dtype(a.dtype());
+  t.shape = ctx->shape.data();
+  t.strides = ctx->strides.data();
+  t.byte_offset = 0;
+  m->manager_ctx = ctx;
+  m->deleter = export_deleter<MT>;
+}
+
+// A capsule never consumed still owns its tensor.
+template <typename MT>
+void capsule_destructor(PyObject* cap, const char* name) {
+  if (!PyCapsule_IsValid(cap, name)) return; // renamed "used_...": the consumer owns it
+  auto* m = static_cast<MT*>(PyCapsule_GetPointer(cap, name));
+  if (m && m->deleter) m->deleter(m);
+}
+
+bool wants_versioned(nb::handle max_version) {
+  if (max_version.is_none()) return false;
+  nb::tuple v = nb::cast<nb::tuple>(max_version);
+  return v.size() >= 1 && nb::cast<int>(v[0]) >= 1;
 }
 
 } // namespace
@@ -209,33 +252,45 @@ void warn_if_traced(const array& a) {
 
 nb::object array_to_dlpack(array& a, nb::handle max_version, nb::handle dl_device,
                            nb::handle copy) {
-  // copy=True hands out fresh memory; nanobind's exporter only shares.
-  bool want_copy = !copy.is_none() && nb::cast<bool>(nb::bool_(copy));
+  if (!dl_device.is_none()) {
+    nb::tuple dev = nb::cast<nb::tuple>(dl_device);
+    if (dev.size() != 2 || nb::cast<int>(dev[0]) != kDLCPU) {
+      throw nb::buffer_error("[__dlpack__] Loom arrays can only be exported to the CPU device.");
+    }
+  }
   warn_if_traced(a);
+  bool want_copy = !copy.is_none() && nb::cast<bool>(nb::bool_(copy));
+  // copy=True hands out fresh memory that no Loom array shares.
   array src = want_copy ? loom::copy(a) : a;
   eval_nogil(src); // waits: no consumer may read memory still being written
-  std::vector<size_t> shape(src.shape().begin(), src.shape().end());
-  std::vector<int64_t> strides(src.strides().begin(), src.strides().end());
-  auto* owner = new array(src);
-  nb::capsule keep_alive(owner, [](void* p) noexcept { delete static_cast<array*>(p); });
-  static char empty_data = 0;
-  void* data = src.has_data() ? src.data<void>() : &empty_data;
-  nb::object view;
-  // An array being differentiated is exported read-only: writes through the
-  // consumer would change values behind autodiff's back (seed 12.4).
-  if (src.is_tracer()) {
-    view = nb::ndarray<nb::ro>(data, shape.size(), shape.data(), keep_alive, strides.data(),
-                               export_dtype(src.dtype()))
-               .cast();
-  } else {
-    view = nb::ndarray<>(data, shape.size(), shape.data(), keep_alive, strides.data(),
-                         export_dtype(src.dtype()))
-               .cast();
+  auto* ctx = new ExportContext{
+      src, {src.shape().begin(), src.shape().end()}, {src.strides().begin(), src.strides().end()}};
+  if (wants_versioned(max_version)) {
+    auto* m = new DLManagedTensorVersioned{};
+    m->version = DLPackVersion{1, 0};
+    fill(m, ctx);
+    // An array being differentiated is exported read-only: writes through
+    // the consumer would change values behind autodiff's back (seed 12.4).
+    constexpr uint64_t kReadOnly = 1ULL << 0, kIsCopied = 1ULL << 1;
+    m->flags = (src.is_tracer() ? kReadOnly : 0) | (want_copy ? kIsCopied : 0);
+    PyObject* cap = PyCapsule_New(m, "dltensor_versioned", [](PyObject* c) {
+      capsule_destructor<DLManagedTensorVersioned>(c, "dltensor_versioned");
+    });
+    if (!cap) {
+      export_deleter(m);
+      throw nb::python_error();
+    }
+    return nb::steal(cap);
   }
-  nb::dict kwargs;
-  if (!max_version.is_none()) kwargs["max_version"] = max_version;
-  if (!dl_device.is_none()) kwargs["dl_device"] = dl_device;
-  return view.attr("__dlpack__")(**kwargs);
+  auto* m = new DLManagedTensor{};
+  fill(m, ctx);
+  PyObject* cap = PyCapsule_New(
+      m, "dltensor", [](PyObject* c) { capsule_destructor<DLManagedTensor>(c, "dltensor"); });
+  if (!cap) {
+    export_deleter(m);
+    throw nb::python_error();
+  }
+  return nb::steal(cap);
 }
 
 } // namespace loom::bindings
