@@ -653,6 +653,9 @@ array array_from_python(nb::handle v, std::optional<Dtype> dtype) {
     return dtype && *dtype != a.dtype() ? astype(a, *dtype) : a;
   }
   if (has_buffer(v)) return buffer_to_array(v, dtype);
+  // DLPack before __array__: it reads every dtype (PyTorch's bfloat16 has
+  // no NumPy form) without a NumPy detour.
+  if (has_cpu_dlpack(v)) return array_from_dlpack(v, dtype);
   if (!is_text_or_bytes(v) && nb::hasattr(v, "__array__")) {
     return buffer_to_array(numpy_asarray(v), dtype);
   }

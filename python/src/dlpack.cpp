@@ -116,6 +116,19 @@ array copy_tensor(const DLTensor& t, std::optional<Dtype> dtype) {
 
 } // namespace
 
+bool has_cpu_dlpack(nb::handle v) {
+  if (!nb::hasattr(v, "__dlpack__") || !nb::hasattr(v, "__dlpack_device__")) return false;
+  try {
+    nb::tuple dev = nb::cast<nb::tuple>(v.attr("__dlpack_device__")());
+    int type = nb::cast<int>(dev[0]);
+    return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
+  } catch (nb::python_error&) {
+    return false;
+  } catch (nb::cast_error&) {
+    return false;
+  }
+}
+
 array array_from_dlpack(nb::handle v, std::optional<Dtype> dtype) {
   // Ask for a versioned (1.x) capsule; producers predating max_version
   // reject the keyword with TypeError and get the plain call.

@@ -81,6 +81,8 @@ array strided_to_array(const void* data, const char* format, int64_t itemsize, c
 // DLPack capsule itself (dlpack.cpp), so no NumPy is needed and bfloat16
 // arrives as bfloat16.
 array array_from_dlpack(nb::handle v, std::optional<Dtype> dtype = std::nullopt);
+// Whether `v` has __dlpack__ and __dlpack_device__ reports CPU-readable memory.
+bool has_cpu_dlpack(nb::handle v);
 
 // Warns (Python UserWarning, once per call site by the default filter) that
 // converting an array traced by grad/vjp/jvp/vmap to NumPy or a Python value
