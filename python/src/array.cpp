@@ -98,15 +98,26 @@ nb::object to_numpy(array& a, bool copy, std::optional<Dtype> as_dtype = std::nu
     throw std::invalid_argument(
         "[array] NumPy has no bfloat16 type: convert the array with astype first.");
   }
+  warn_if_traced(a);
   std::vector<size_t> shape(a.shape().begin(), a.shape().end());
   std::vector<int64_t> strides(a.strides().begin(), a.strides().end());
   auto* owner = new array(a);
   nb::capsule keep_alive(owner, [](void* p) noexcept { delete static_cast<array*>(p); });
   static char empty_data = 0;
   void* data = a.has_data() ? a.data<void>() : &empty_data;
-  nb::ndarray<nb::numpy> view(data, shape.size(), shape.data(), keep_alive, strides.data(),
-                              dlpack_dtype(d));
-  nb::object out = view.cast();
+  // A view of an array being differentiated is read-only: a write through it
+  // would change the value behind autodiff's back and silently give a wrong
+  // gradient (seed 12.4's x_view[:] *= x_view).
+  nb::object out;
+  if (a.is_tracer()) {
+    out = nb::ndarray<nb::numpy, nb::ro>(data, shape.size(), shape.data(), keep_alive,
+                                         strides.data(), dlpack_dtype(d))
+              .cast();
+  } else {
+    out = nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), keep_alive, strides.data(),
+                                 dlpack_dtype(d))
+              .cast();
+  }
   if (copy) out = out.attr("copy")();
   return out;
 }
@@ -124,6 +135,30 @@ int array_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
     return -1;
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
+    return -1;
+  }
+  if (a.dtype() == bfloat16 && (flags & PyBUF_FORMAT)) {
+    // NumPy reads buffers through memoryview and would fail on the format
+    // with "'bfloat16' is not a valid PEP 3118 buffer format string"; this
+    // names the way out instead.
+    PyErr_SetString(PyExc_ValueError,
+                    "[array] NumPy and the buffer protocol have no bfloat16 type: convert "
+                    "first, e.g. np.array(a.astype(mx.float32)).");
+    return -1;
+  }
+  if (a.is_tracer()) {
+    try {
+      warn_if_traced(a);
+    } catch (nb::python_error& e) {
+      e.restore();
+      return -1;
+    }
+  }
+  if (a.is_tracer() && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+    PyErr_SetString(PyExc_BufferError,
+                    "[array] The array is being differentiated (inside grad, vjp or a\n"
+                    "similar transform): a writable view would change it behind autodiff's\n"
+                    "back. Compute with array operations instead.");
     return -1;
   }
   bool row_contiguous = a.flags().row_contiguous;
@@ -144,7 +179,7 @@ int array_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
   view->obj = obj;
   Py_INCREF(obj);
   view->len = static_cast<Py_ssize_t>(a.nbytes());
-  view->readonly = 0;
+  view->readonly = a.is_tracer() ? 1 : 0;
   view->itemsize = itemsize;
   view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(buffer_format(a.dtype())) : nullptr;
   view->ndim = nd;
@@ -312,11 +347,23 @@ void init_array(nb::module_& m) {
           "The array with its last two axes swapped.");
 
   // --- conversions ---------------------------------------------------------------
-  cls.def("item", &to_scalar, nb::sig("def item(self) -> scalar"),
-          "The value of a one-element array as a Python scalar (evaluates it).")
-      .def("tolist", &to_list, nb::sig("def tolist(self) -> list_or_scalar"),
-           "The array as nested Python lists of ``bool``, ``int``, ``float`` or\n"
-           "``complex`` (a Python scalar for a 0-d array). Evaluates it.")
+  cls.def(
+         "item",
+         [](array& a) {
+           warn_if_traced(a);
+           return to_scalar(a);
+         },
+         nb::sig("def item(self) -> scalar"),
+         "The value of a one-element array as a Python scalar (evaluates it).")
+      .def(
+          "tolist",
+          [](array& a) {
+            warn_if_traced(a);
+            return to_list(a);
+          },
+          nb::sig("def tolist(self) -> list_or_scalar"),
+          "The array as nested Python lists of ``bool``, ``int``, ``float`` or\n"
+          "``complex`` (a Python scalar for a 0-d array). Evaluates it.")
       .def(
           "astype",
           [](const array& a, const Dtype& dtype, const StreamArg& s) {
@@ -339,7 +386,11 @@ void init_array(nb::module_& m) {
            })
       .def("__bool__", [](array& a) { return nb::cast<bool>(nb::bool_(to_scalar(a))); })
       .def("__int__", [](array& a) { return nb::int_(to_scalar(a)); })
-      .def("__float__", [](array& a) { return nb::float_(to_scalar(a)); })
+      .def("__float__",
+           [](array& a) {
+             warn_if_traced(a);
+             return nb::float_(to_scalar(a));
+           })
       .def("__complex__",
            [](array& a) {
              return nb::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyComplex_Type),
@@ -393,17 +444,13 @@ void init_array(nb::module_& m) {
             if (!stream.is_none()) {
               throw std::invalid_argument("[__dlpack__] stream must be None for CPU arrays.");
             }
-            nb::object view = to_numpy(a, false);
-            nb::dict kwargs;
-            if (!max_version.is_none()) kwargs["max_version"] = max_version;
-            if (!dl_device.is_none()) kwargs["dl_device"] = dl_device;
-            if (!copy.is_none()) kwargs["copy"] = copy;
-            return view.attr("__dlpack__")(**kwargs);
+            return array_to_dlpack(a, max_version, dl_device, copy);
           },
           nb::kw_only(), nb::arg("stream").none() = nb::none(),
           nb::arg("max_version").none() = nb::none(), nb::arg("dl_device").none() = nb::none(),
           nb::arg("copy").none() = nb::none(),
-          "A DLPack capsule viewing the array's memory (evaluates it).")
+          "A DLPack capsule viewing the array's memory (evaluates it and waits\n"
+          "for the result first; read-only while the array is differentiated).")
       .def("__dlpack_device__", [](const array&) { return nb::make_tuple(1, 0); })
       .def(
           "__array_namespace__", [](const array&, nb::handle) { return core_module(); },

@@ -102,7 +102,23 @@ nb::object mlx_array_protocol(nb::handle h) {
 // --- buffers (NumPy arrays and scalars, memoryview) -------------------------
 
 // Element types a buffer may hold: every Loom dtype plus complex128.
-enum class SourceType { bool_, u8, u16, u32, u64, i8, i16, i32, i64, f16, f32, f64, c64, c128 };
+enum class SourceType {
+  bool_,
+  u8,
+  u16,
+  u32,
+  u64,
+  i8,
+  i16,
+  i32,
+  i64,
+  f16,
+  bf16,
+  f32,
+  f64,
+  c64,
+  c128
+};
 
 std::optional<SourceType> source_type(const char* format, Py_ssize_t itemsize) {
   if (format == nullptr) return SourceType::u8;
@@ -136,6 +152,8 @@ std::optional<SourceType> source_type(const char* format, Py_ssize_t itemsize) {
     return sized_int(false);
   }
   if (code == "e") return SourceType::f16;
+  // Not PEP 3118: the format Loom's own buffers and DLPack imports use.
+  if (code == "bfloat16" && itemsize == 2) return SourceType::bf16;
   if (code == "f") return SourceType::f32;
   if (code == "d") return SourceType::f64;
   if (code == "Zf") return SourceType::c64;
@@ -167,6 +185,8 @@ Dtype default_dtype(SourceType t) {
       return int64;
     case SourceType::f16:
       return float16;
+    case SourceType::bf16:
+      return bfloat16;
     case SourceType::f32:
     case SourceType::f64:
       return float32;
@@ -200,6 +220,8 @@ decltype(auto) dispatch_source(SourceType t, F&& f) {
       return f(type_tag<int64_t>{});
     case SourceType::f16:
       return f(type_tag<float16_t>{});
+    case SourceType::bf16:
+      return f(type_tag<bfloat16_t>{});
     case SourceType::f32:
       return f(type_tag<float>{});
     case SourceType::f64:
@@ -240,19 +262,15 @@ struct BufferView {
   }
 };
 
-array buffer_to_array(nb::handle h, std::optional<Dtype> dtype) {
-  BufferView b(h);
-  const Py_buffer& v = b.view;
-  auto src = source_type(v.format, v.itemsize);
+} // namespace
+
+array strided_to_array(const void* data, const char* format, int64_t itemsize, const Shape& shape,
+                       const int64_t* byte_strides, std::optional<Dtype> dtype) {
+  auto src = source_type(format, itemsize);
   if (!src) {
     throw std::invalid_argument(std::string("[array] Cannot convert a buffer of format '") +
-                                (v.format ? v.format : "B") +
+                                (format ? format : "B") +
                                 "' to an array: unsupported element type or byte order.");
-  }
-  Shape shape;
-  for (int d = 0; d < v.ndim; ++d) shape.push_back(static_cast<int32_t>(v.shape[d]));
-  if (v.ndim == 0 && v.shape == nullptr && v.len != v.itemsize) {
-    shape.push_back(static_cast<int32_t>(v.len / v.itemsize)); // 1-D byte buffer
   }
   Dtype out_dtype = dtype.value_or(default_dtype(*src));
   array out = fresh_array(shape, out_dtype);
@@ -265,10 +283,10 @@ array buffer_to_array(nb::handle h, std::optional<Dtype> dtype) {
   // Byte strides of the source, C order when the exporter gave none.
   int nd = static_cast<int>(shape.size());
   std::vector<int64_t> strides(nd);
-  if (v.strides != nullptr) {
-    for (int d = 0; d < nd; ++d) strides[d] = v.strides[d];
+  if (byte_strides != nullptr) {
+    for (int d = 0; d < nd; ++d) strides[d] = byte_strides[d];
   } else {
-    int64_t s = v.itemsize;
+    int64_t s = itemsize;
     for (int d = nd - 1; d >= 0; --d) {
       strides[d] = s;
       s *= shape[d];
@@ -276,14 +294,14 @@ array buffer_to_array(nb::handle h, std::optional<Dtype> dtype) {
   }
   bool contiguous = true;
   {
-    int64_t s = v.itemsize;
+    int64_t s = itemsize;
     for (int d = nd - 1; d >= 0; --d) {
       if (shape[d] != 1 && strides[d] != s) contiguous = false;
       s *= shape[d];
     }
   }
 
-  const char* base = static_cast<const char*>(v.buf);
+  const char* base = static_cast<const char*>(data);
   dispatch_source(*src, [&](auto stag) {
     using S = typename decltype(stag)::type;
     dispatch(out_dtype, [&](auto dtag) {
@@ -325,6 +343,22 @@ array buffer_to_array(nb::handle h, std::optional<Dtype> dtype) {
   });
   out.set_status(Status::available);
   return out;
+}
+
+namespace {
+
+array buffer_to_array(nb::handle h, std::optional<Dtype> dtype) {
+  BufferView b(h);
+  const Py_buffer& v = b.view;
+  Shape shape;
+  for (int d = 0; d < v.ndim; ++d) shape.push_back(static_cast<int32_t>(v.shape[d]));
+  if (v.ndim == 0 && v.shape == nullptr && v.len != v.itemsize) {
+    shape.push_back(static_cast<int32_t>(v.len / v.itemsize)); // 1-D byte buffer
+  }
+  std::vector<int64_t> strides;
+  if (v.strides != nullptr) strides.assign(v.strides, v.strides + v.ndim);
+  return strided_to_array(v.buf, v.format, v.itemsize, shape,
+                          v.strides != nullptr ? strides.data() : nullptr, dtype);
 }
 
 nb::object numpy_asarray(nb::handle h) {
@@ -619,16 +653,14 @@ array array_from_python(nb::handle v, std::optional<Dtype> dtype) {
     return dtype && *dtype != a.dtype() ? astype(a, *dtype) : a;
   }
   if (has_buffer(v)) return buffer_to_array(v, dtype);
+  // DLPack before __array__: it reads every dtype (PyTorch's bfloat16 has
+  // no NumPy form) without a NumPy detour.
+  if (has_cpu_dlpack(v)) return array_from_dlpack(v, dtype);
   if (!is_text_or_bytes(v) && nb::hasattr(v, "__array__")) {
     return buffer_to_array(numpy_asarray(v), dtype);
   }
   if (nb::hasattr(v, "__dlpack__")) return array_from_dlpack(v, dtype);
   invalid_type(v);
-}
-
-array array_from_dlpack(nb::handle v, std::optional<Dtype> dtype) {
-  nb::module_ np = nb::module_::import_("numpy");
-  return buffer_to_array(np.attr("from_dlpack")(v), dtype);
 }
 
 // --- arrays to Python ----------------------------------------------------------
@@ -726,11 +758,10 @@ void watch_interpreter_exit() {
   static bool registered = false;
   if (registered) return;
   registered = true;
-  nb::module_::import_("atexit").attr("register")(
-      nb::cpp_function([] {
-        g_exiting_thread = std::this_thread::get_id();
-        g_interpreter_exiting.store(true, std::memory_order_release);
-      }));
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+    g_exiting_thread = std::this_thread::get_id();
+    g_interpreter_exiting.store(true, std::memory_order_release);
+  }));
 }
 
 template <typename F>

@@ -358,7 +358,7 @@ void init_ops(nb::module_& m) {
   // --- creation ----------------------------------------------------------------
   m.def(
       "full",
-      [](const IntOrInts& shape, const ScalarOrArray& vals, std::optional<Dtype> dtype,
+      [](const ShapeArg& shape, const ScalarOrArray& vals, std::optional<Dtype> dtype,
          const StreamArg& s) {
         if (dtype) return full(to_shape(shape), to_array(vals.obj, *dtype), *dtype, s);
         return full(to_shape(shape), to_array(vals.obj), s);
@@ -377,7 +377,7 @@ void init_ops(nb::module_& m) {
 
   m.def(
       "zeros",
-      [](const IntOrInts& shape, std::optional<Dtype> dtype, const StreamArg& s) {
+      [](const ShapeArg& shape, std::optional<Dtype> dtype, const StreamArg& s) {
         return zeros(to_shape(shape), dtype.value_or(float32), s);
       },
       nb::arg("shape"), nb::arg("dtype").none() = float32, nb::kw_only(),
@@ -392,7 +392,7 @@ void init_ops(nb::module_& m) {
 
   m.def(
       "ones",
-      [](const IntOrInts& shape, std::optional<Dtype> dtype, const StreamArg& s) {
+      [](const ShapeArg& shape, std::optional<Dtype> dtype, const StreamArg& s) {
         return ones(to_shape(shape), dtype.value_or(float32), s);
       },
       nb::arg("shape"), nb::arg("dtype").none() = float32, nb::kw_only(),
@@ -548,8 +548,7 @@ void init_ops(nb::module_& m) {
       "from_dlpack",
       [](nb::handle x, nb::handle copy) {
         if (!copy.is_none() && !nb::cast<bool>(nb::bool_(copy))) {
-          throw std::invalid_argument(
-              "[from_dlpack] copy=False is not supported: Loom copies DLPack inputs.");
+          throw std::invalid_argument("[convert] Cannot import a CPU array without a copy.");
         }
         return array_from_dlpack(x);
       },
@@ -565,8 +564,8 @@ void init_ops(nb::module_& m) {
   // --- shapes ------------------------------------------------------------------
   m.def(
       "reshape",
-      [](const array& a, const std::vector<int>& shape, const StreamArg& s) {
-        return reshape(a, Shape(shape.begin(), shape.end()), s);
+      [](const array& a, const ShapeSeqArg& shape, const StreamArg& s) {
+        return reshape(a, to_shape(shape), s);
       },
       nb::arg(), nb::arg("shape"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def reshape(a: array, /, shape: Sequence[int], *, stream: StreamOrDevice = None) "
@@ -644,8 +643,8 @@ void init_ops(nb::module_& m) {
 
   m.def(
       "broadcast_to",
-      [](const ScalarOrArray& a, const std::vector<int>& shape, const StreamArg& s) {
-        return broadcast_to(to_array(a.obj), Shape(shape.begin(), shape.end()), s);
+      [](const ScalarOrArray& a, const ShapeSeqArg& shape, const StreamArg& s) {
+        return broadcast_to(to_array(a.obj), to_shape(shape), s);
       },
       nb::arg(), nb::arg("shape"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def broadcast_to(a: scalar | array, /, shape: Sequence[int], *, stream: "

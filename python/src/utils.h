@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -70,8 +71,27 @@ bool is_scalar_or_array(nb::handle v);
 // (NumPy), __array__ and __mlx_array__ objects.
 array array_from_python(nb::handle v, std::optional<Dtype> dtype);
 
-// A copy of an object implementing __dlpack__ (CPU memory).
+// A copy of strided memory: `format` is a PEP 3118 element code (or
+// "bfloat16"), `byte_strides` null for C order. Without `dtype` the elements
+// take MLX's default for them (float64 narrows to float32).
+array strided_to_array(const void* data, const char* format, int64_t itemsize, const Shape& shape,
+                       const int64_t* byte_strides, std::optional<Dtype> dtype);
+
+// A copy of an object implementing __dlpack__ (CPU memory), read through the
+// DLPack capsule itself (dlpack.cpp), so no NumPy is needed and bfloat16
+// arrives as bfloat16.
 array array_from_dlpack(nb::handle v, std::optional<Dtype> dtype = std::nullopt);
+// Whether `v` has __dlpack__ and __dlpack_device__ reports CPU-readable memory.
+bool has_cpu_dlpack(nb::handle v);
+
+// Warns (Python UserWarning, once per call site by the default filter) that
+// converting an array traced by grad/vjp/jvp/vmap to NumPy or a Python value
+// leaves the transform's view: no gradient flows through the result.
+void warn_if_traced(const array& a);
+
+// The DLPack capsule of an array (evaluated and waited for first, so the
+// consumer never reads memory still being written).
+nb::object array_to_dlpack(array& a, nb::handle max_version, nb::handle dl_device, nb::handle copy);
 
 // Python values from evaluated arrays.
 nb::object to_scalar(array& a);
@@ -102,6 +122,27 @@ inline Shape to_shape(const IntOrInts& v) {
   if (auto* i = std::get_if<int>(&v)) return {*i};
   auto& s = std::get<std::vector<int>>(v);
   return Shape(s.begin(), s.end());
+}
+
+// --- shapes --------------------------------------------------------------------
+
+// A shape argument: an int (when AllowInt) or a sequence of ints. Dimensions
+// are read as Python ints of any size, so one beyond int32 raises
+// OverflowError naming it (as MLX) instead of failing the overload match with
+// "incompatible function arguments". The caster cannot raise, so it records
+// the message and to_shape raises it.
+template <bool AllowInt>
+struct ShapeArgT {
+  Shape shape;
+  std::string overflow;
+};
+using ShapeArg = ShapeArgT<true>;     // int | Sequence[int]
+using ShapeSeqArg = ShapeArgT<false>; // Sequence[int]
+
+template <bool AllowInt>
+Shape to_shape(const ShapeArgT<AllowInt>& s) {
+  if (!s.overflow.empty()) throw std::overflow_error(s.overflow);
+  return s.shape;
 }
 
 // Ops as plain function pointers of one signature (the core declares some
@@ -141,6 +182,89 @@ struct type_caster<loom::bindings::StreamArg> {
   static handle from_cpp(const loom::bindings::StreamArg&, rv_policy, cleanup_list*) noexcept {
     return none().release();
   }
+};
+
+template <bool AllowInt>
+struct type_caster<loom::bindings::ShapeArgT<AllowInt>> {
+  using Arg = loom::bindings::ShapeArgT<AllowInt>;
+  NB_TYPE_CASTER(Arg, const_name<AllowInt>("int | collections.abc.Sequence[int]",
+                                           "collections.abc.Sequence[int]"))
+
+  // One dimension: a Python int (bool included, as MLX), or with implicit
+  // conversion anything with __index__ (NumPy integers) but never a float.
+  static bool read_dim(PyObject* o, bool convert, long long& out, bool& overflow) noexcept {
+    if (PyFloat_Check(o)) return false;
+    if (!PyLong_Check(o) && !(convert && PyIndex_Check(o))) return false;
+    PyObject* idx = PyNumber_Index(o);
+    if (!idx) {
+      PyErr_Clear();
+      return false;
+    }
+    int of = 0;
+    out = PyLong_AsLongLongAndOverflow(idx, &of);
+    Py_DECREF(idx);
+    if (out == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    overflow = of != 0 || out < INT32_MIN || out > INT32_MAX;
+    return true;
+  }
+
+  static std::string value_text(PyObject* o) noexcept {
+    PyObject* s = PyObject_Str(o);
+    if (!s) {
+      PyErr_Clear();
+      return "?";
+    }
+    const char* c = PyUnicode_AsUTF8(s);
+    std::string out = c ? c : "?";
+    if (!c) PyErr_Clear();
+    Py_DECREF(s);
+    return out;
+  }
+
+  bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
+    bool convert = flags & static_cast<uint8_t>(cast_flags::convert);
+    PyObject* o = src.ptr();
+    value = Arg{};
+    constexpr const char* range = " is outside the supported range [-2147483648, 2147483647].";
+    if constexpr (AllowInt) {
+      long long v = 0;
+      bool of = false;
+      if (!PySequence_Check(o) && read_dim(o, convert, v, of)) {
+        if (of) {
+          value.overflow = "Shape dimension " + value_text(o) + range +
+                           " Loom currently uses 32-bit integers for shape dimensions.";
+        } else {
+          value.shape.push_back(static_cast<int32_t>(v));
+        }
+        return true;
+      }
+    }
+    if (!PySequence_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o)) return false;
+    PyObject* seq = PySequence_Fast(o, "");
+    if (!seq) {
+      PyErr_Clear();
+      return false;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject** items = PySequence_Fast_ITEMS(seq);
+    bool ok = true;
+    for (Py_ssize_t i = 0; i < n && ok; ++i) {
+      long long v = 0;
+      bool of = false;
+      ok = read_dim(items[i], convert, v, of);
+      if (!ok) break;
+      if (of && value.overflow.empty()) {
+        value.overflow = "Integer value " + value_text(items[i]) + range;
+      }
+      value.shape.push_back(static_cast<int32_t>(v));
+    }
+    Py_DECREF(seq);
+    return ok;
+  }
+  static handle from_cpp(const Arg&, rv_policy, cleanup_list*) noexcept { return none().release(); }
 };
 
 template <>

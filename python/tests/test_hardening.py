@@ -170,3 +170,41 @@ def test_empty_slices_of_a_strided_view(s):
     base = np.arange(4, dtype=np.float32)
     got = mx.array(base)[::2][s]
     assert got.shape == base[::2][s].shape == (0,)
+
+
+# --- issue 7.7: a dimension beyond int32 -----------------------------------------
+
+_BIG = 2**31
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: mx.zeros((_BIG,)),
+        lambda: mx.ones([2, _BIG]),
+        lambda: mx.full((_BIG, 1), 1.0),
+        lambda: mx.reshape(mx.zeros(2), (_BIG, 1)),
+        lambda: mx.broadcast_to(mx.zeros(1), (_BIG,)),
+        lambda: mx.zeros((-_BIG - 1,)),
+        lambda: mx.zeros([2**40]),
+    ],
+)
+def test_dimension_in_a_sequence_beyond_int32_is_an_overflow_error(make):
+    with pytest.raises(OverflowError, match=r"Integer value -?\d+ is outside the supported range \[-2147483648, 2147483647\]"):
+        make()
+
+
+@pytest.mark.parametrize("dim", [_BIG, -_BIG - 1])
+def test_single_dimension_beyond_int32_is_an_overflow_error(dim):
+    with pytest.raises(OverflowError, match=rf"Shape dimension {dim} is outside the supported range \[-2147483648, 2147483647\]"):
+        mx.zeros(dim)
+
+
+def test_shape_arguments_in_range_still_work():
+    assert mx.zeros(True).shape == (1,)
+    assert mx.ones((np.int32(2), 3)).shape == (2, 3)
+    assert mx.full([2, 1], 5).tolist() == [[5], [5]]
+    assert mx.reshape(mx.arange(6), [3, -1]).shape == (3, 2)
+    assert mx.broadcast_to(mx.array(1.0), (2, 2)).shape == (2, 2)
+    with pytest.raises(TypeError):
+        mx.reshape(mx.arange(6), 6)

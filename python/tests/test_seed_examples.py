@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from _backend import mx
+from _backend import IS_MLX, mx
 from _helpers import assert_array
 
 
@@ -856,16 +856,28 @@ def test_numpy_view_write_is_invisible_to_autodiff():
         return x.sum()
 
     x = mx.array([3.0])
-    y, df = mx.value_and_grad(f)(x)
-    assert y.item() == 9.0
-    assert df.item() == 1.0
+    if IS_MLX:
+        y, df = mx.value_and_grad(f)(x)
+        assert y.item() == 9.0
+        assert df.item() == 1.0  # the seed's silent failure
+    else:
+        # Beyond MLX (issue 12): the view of a differentiated array is
+        # read-only, so the write raises instead of giving a wrong gradient.
+        with pytest.warns(UserWarning, match="no gradient flows"):
+            with pytest.raises(ValueError, match="read-only"):
+                mx.value_and_grad(f)(x)
 
 
 def test_numpy_round_trip_breaks_the_graph():
     def f(x):
         return mx.array(np.array(x) ** 2).sum()
 
-    assert mx.grad(f)(mx.array([3.0])).item() == 0.0
+    if IS_MLX:
+        assert mx.grad(f)(mx.array([3.0])).item() == 0.0
+    else:
+        # Loom warns that the gradient stops at the conversion (issue 12).
+        with pytest.warns(UserWarning, match="no gradient flows"):
+            assert mx.grad(f)(mx.array([3.0])).item() == 0.0
 
 
 def test_nested_vmap_and_grad_of_vmap():
