@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import special
 
-from _backend import IS_MLX, mx
-from _helpers import assert_array, from_numpy, rng, round_to, to_numpy
+from _backend import mx
+from _helpers import assert_array, from_numpy, rng, round_to
 
 # name, NumPy reference, domain of the test inputs, accepts complex64
 UNARY = [
