@@ -39,8 +39,8 @@ TEST(ElementwiseTable, EveryEntryIsComplete) {
   expect_complete(ew::kUnaryInfo, 1);
   expect_complete(ew::kBinaryInfo, 2);
   expect_complete(ew::kTernaryInfo, 3);
-  EXPECT_EQ(std::size(ew::kUnaryInfo), static_cast<size_t>(UnaryOp::Conjugate) + 1);
-  EXPECT_EQ(std::size(ew::kBinaryInfo), static_cast<size_t>(BinaryOp::RightShift) + 1);
+  EXPECT_EQ(std::size(ew::kUnaryInfo), static_cast<size_t>(UnaryOp::Imag) + 1);
+  EXPECT_EQ(std::size(ew::kBinaryInfo), static_cast<size_t>(BinaryOp::ArcTan2) + 1);
 }
 
 TEST(ElementwiseTable, PrimitivesPrintAndTypeFromTheTable) {
@@ -81,6 +81,28 @@ TEST(ElementwiseTable, FunctorsAreTheScalarSemantics) {
   EXPECT_EQ(ew::LeftShift{}(int32_t(1), int32_t(33)), 2); // count modulo 32
   EXPECT_FLOAT_EQ(ew::Exp{}(1.0f), std::exp(1.0f));
   EXPECT_EQ(ew::Select{}(true, 3, 4), 3);
+}
+
+TEST(ElementwiseTable, InverseAndHyperbolicFunctors) {
+  EXPECT_FLOAT_EQ(ew::ArcTan2{}(1.0f, -1.0f), std::atan2(1.0f, -1.0f));
+  EXPECT_TRUE(std::signbit(ew::ArcTan2{}(-0.0f, 1.0f)));
+  EXPECT_FLOAT_EQ(ew::Expm1{}(1e-10f), 1e-10f);
+  // erfinv inverts erf to double precision, tails included.
+  for (double y : {-0.999999, -0.5, 1e-12, 0.3, 0.9, 0.99999999}) {
+    EXPECT_NEAR(std::erf(scalar::erfinv_f64(y)), y, 4e-16) << y;
+  }
+  EXPECT_EQ(ew::ErfInv{}(1.0f), INFINITY);
+  EXPECT_EQ(ew::ErfInv{}(-1.0f), -INFINITY);
+  EXPECT_TRUE(std::isnan(ew::ErfInv{}(1.5f)));
+  EXPECT_TRUE(std::signbit(ew::ErfInv{}(-0.0f)));
+  // Complex log10 of +inf keeps a zero imaginary part (NumPy's result).
+  auto l = ew::Log10{}(std::complex<float>(INFINITY, 0.0f));
+  EXPECT_EQ(l.real(), INFINITY);
+  EXPECT_EQ(l.imag(), 0.0f);
+  EXPECT_FLOAT_EQ(ew::Log2{}(8.0f), 3.0f);
+  EXPECT_EQ(ew::Real{}(std::complex<float>(1.0f, 2.0f)), 1.0f);
+  EXPECT_EQ(ew::Imag{}(std::complex<float>(1.0f, 2.0f)), 2.0f);
+  EXPECT_EQ(unary_output_dtype(UnaryOp::Real, complex64), float32);
 }
 
 TEST(ElementwiseTable, VisitHandsTheEntryType) {

@@ -168,6 +168,62 @@ array ceil(const array& a, StreamOrDevice s) {
   return build_unary(UnaryOp::Ceil, a, a.dtype(), s);
 }
 
+array sinh(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::Sinh, a, at_least_float(a.dtype()), s);
+}
+
+array cosh(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::Cosh, a, at_least_float(a.dtype()), s);
+}
+
+array tan(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::Tan, a, at_least_float(a.dtype()), s);
+}
+
+array arcsin(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::ArcSin, a, at_least_float(a.dtype()), s);
+}
+
+array arccos(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::ArcCos, a, at_least_float(a.dtype()), s);
+}
+
+array arctan(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::ArcTan, a, at_least_float(a.dtype()), s);
+}
+
+array arcsinh(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::ArcSinh, a, at_least_float(a.dtype()), s);
+}
+
+array arccosh(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::ArcCosh, a, at_least_float(a.dtype()), s);
+}
+
+array arctanh(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::ArcTanh, a, at_least_float(a.dtype()), s);
+}
+
+array expm1(const array& a, StreamOrDevice s) {
+  reject_complex(a, "expm1");
+  return build_unary(UnaryOp::Expm1, a, at_least_float(a.dtype()), s);
+}
+
+array erfinv(const array& a, StreamOrDevice s) {
+  reject_complex(a, "erfinv");
+  return build_unary(UnaryOp::ErfInv, a, at_least_float(a.dtype()), s);
+}
+
+array real(const array& a, StreamOrDevice s) {
+  if (!is_complex(a.dtype())) return a;
+  return build_unary(UnaryOp::Real, a, a.dtype(), s);
+}
+
+array imag(const array& a, StreamOrDevice s) {
+  if (!is_complex(a.dtype())) return zeros_like(a, s);
+  return build_unary(UnaryOp::Imag, a, a.dtype(), s);
+}
+
 array stop_gradient(const array& a, StreamOrDevice sd) {
   Stream s = to_stream(sd);
   return array(a.shape(), a.dtype(), std::make_shared<StopGradient>(s), {a});
@@ -274,6 +330,14 @@ array right_shift(const array& a, const array& b, StreamOrDevice s) {
   return build_binary(BinaryOp::RightShift, a, b, d == bool_ ? uint8 : d, s);
 }
 
+array arctan2(const array& a, const array& b, StreamOrDevice s) {
+  Dtype d = promote_types(a.dtype(), b.dtype());
+  if (is_complex(d)) {
+    throw std::invalid_argument(std::string("[arctan2] Not supported for ") + dtype_name(d) + ".");
+  }
+  return build_binary(BinaryOp::ArcTan2, a, b, at_least_float(d), s);
+}
+
 // --- ternary ---
 
 array where(const array& condition, const array& x, const array& y, StreamOrDevice sd) {
@@ -354,17 +418,6 @@ array round_real(const array& x, int decimals, Stream s) {
   return divide(round_half_even(multiply(x, scale, s), s), scale, s);
 }
 
-array log_base(const array& a, double base, const char* op, StreamOrDevice sd) {
-  Stream s = to_stream(sd);
-  Dtype d = at_least_float(a.dtype());
-  // float16/bfloat16: one rounding of a float32 result instead of two
-  // half-precision roundings (log, then the division).
-  bool half = d == float16 || d == bfloat16;
-  array x = cast_to(a, half ? float32 : d, s);
-  array out = multiply(log(x, s), array(1.0 / std::log(base), x.dtype()), s);
-  return half ? astype(out, d, s) : out;
-}
-
 } // namespace
 
 array isfinite(const array& a, StreamOrDevice s) {
@@ -405,9 +458,15 @@ array trunc(const array& a, StreamOrDevice s) {
   return where(less(a, zeros({}, a.dtype(), s), s), ceil(a, s), floor(a, s), s);
 }
 
-array log2(const array& a, StreamOrDevice s) { return log_base(a, 2.0, "log2", s); }
+// Table entries (not log(a) / log(base)): half-precision inputs round once,
+// and complex infinities keep a zero imaginary part.
+array log2(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::Log2, a, at_least_float(a.dtype()), s);
+}
 
-array log10(const array& a, StreamOrDevice s) { return log_base(a, 10.0, "log10", s); }
+array log10(const array& a, StreamOrDevice s) {
+  return build_unary(UnaryOp::Log10, a, at_least_float(a.dtype()), s);
+}
 
 array log1p(const array& a, StreamOrDevice sd) {
   Stream s = to_stream(sd);

@@ -30,6 +30,22 @@ array isnan(const array& a, StreamOrDevice s = {});
 array isinf(const array& a, StreamOrDevice s = {});
 array floor(const array& a, StreamOrDevice s = {});
 array ceil(const array& a, StreamOrDevice s = {});
+array sinh(const array& a, StreamOrDevice s = {});
+array cosh(const array& a, StreamOrDevice s = {});
+array tan(const array& a, StreamOrDevice s = {});
+array arcsin(const array& a, StreamOrDevice s = {});
+array arccos(const array& a, StreamOrDevice s = {});
+array arctan(const array& a, StreamOrDevice s = {});
+array arcsinh(const array& a, StreamOrDevice s = {});
+array arccosh(const array& a, StreamOrDevice s = {});
+array arctanh(const array& a, StreamOrDevice s = {});
+// exp(a) - 1, accurate for small a.
+array expm1(const array& a, StreamOrDevice s = {});
+array erfinv(const array& a, StreamOrDevice s = {});
+// The real and imaginary parts: float32 for complex64; for real dtypes the
+// input itself and zeros of its dtype.
+array real(const array& a, StreamOrDevice s = {});
+array imag(const array& a, StreamOrDevice s = {});
 // Identity in the forward pass; blocks gradients.
 array stop_gradient(const array& a, StreamOrDevice s = {});
 
@@ -56,6 +72,8 @@ array bitwise_or(const array& a, const array& b, StreamOrDevice s = {});
 array bitwise_xor(const array& a, const array& b, StreamOrDevice s = {});
 array left_shift(const array& a, const array& b, StreamOrDevice s = {});
 array right_shift(const array& a, const array& b, StreamOrDevice s = {});
+// The angle of the point (b, a), in (-pi, pi].
+array arctan2(const array& a, const array& b, StreamOrDevice s = {});
 
 // Ternary.
 array where(const array& condition, const array& x, const array& y, StreamOrDevice s = {});
@@ -78,7 +96,8 @@ array logical_xor(const array& a, const array& b, StreamOrDevice s = {});
 // Complex inputs round their real and imaginary parts.
 array round(const array& a, int decimals = 0, StreamOrDevice s = {});
 array trunc(const array& a, StreamOrDevice s = {});
-// Half-precision inputs are computed in float32 (rounded once).
+// Half-precision inputs are computed in float32 (rounded once); complex
+// inputs scale the parts of log(a), so log10(inf + 0j) is inf + 0j.
 array log2(const array& a, StreamOrDevice s = {});
 array log10(const array& a, StreamOrDevice s = {});
 // log(1 + a), accurate for small a.

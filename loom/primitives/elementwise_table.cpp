@@ -72,6 +72,53 @@ array Erf::derivative(const UnaryChain& c) {
 array Sigmoid::derivative(const UnaryChain& c) {
   return multiply(c.g, multiply(c.out, subtract(scalar(1.0, c.x), c.out, c.s), c.s), c.s);
 }
+array Sinh::derivative(const UnaryChain& c) { return multiply(c.g, d(c, cosh(c.x, c.s)), c.s); }
+array Cosh::derivative(const UnaryChain& c) { return multiply(c.g, d(c, sinh(c.x, c.s)), c.s); }
+array Tan::derivative(const UnaryChain& c) {
+  return divide(c.g, d(c, square(cos(c.x, c.s), c.s)), c.s);
+}
+array ArcSin::derivative(const UnaryChain& c) {
+  array one_minus_x2 = subtract(scalar(1.0, c.x), square(c.x, c.s), c.s);
+  return multiply(c.g, d(c, rsqrt(one_minus_x2, c.s)), c.s);
+}
+array ArcCos::derivative(const UnaryChain& c) {
+  array one_minus_x2 = subtract(scalar(1.0, c.x), square(c.x, c.s), c.s);
+  return multiply(c.g, d(c, negative(rsqrt(one_minus_x2, c.s), c.s)), c.s);
+}
+array ArcTan::derivative(const UnaryChain& c) {
+  return divide(c.g, d(c, add(scalar(1.0, c.x), square(c.x, c.s), c.s)), c.s);
+}
+array ArcSinh::derivative(const UnaryChain& c) {
+  array x2_plus_one = add(square(c.x, c.s), scalar(1.0, c.x), c.s);
+  return multiply(c.g, d(c, rsqrt(x2_plus_one, c.s)), c.s);
+}
+array ArcCosh::derivative(const UnaryChain& c) {
+  array x2_minus_one = subtract(square(c.x, c.s), scalar(1.0, c.x), c.s);
+  return multiply(c.g, d(c, rsqrt(x2_minus_one, c.s)), c.s);
+}
+array ArcTanh::derivative(const UnaryChain& c) {
+  return divide(c.g, d(c, subtract(scalar(1.0, c.x), square(c.x, c.s), c.s)), c.s);
+}
+array Expm1::derivative(const UnaryChain& c) { return multiply(c.g, exp(c.x, c.s), c.s); }
+array ErfInv::derivative(const UnaryChain& c) {
+  // d/dy erfinv(y) = sqrt(pi)/2 exp(erfinv(y)^2).
+  const double half_sqrt_pi = std::sqrt(M_PI) / 2.0;
+  array e = exp(square(c.out, c.s), c.s);
+  return multiply(c.g, multiply(e, scalar(half_sqrt_pi, c.x), c.s), c.s);
+}
+array Log2::derivative(const UnaryChain& c) {
+  return divide(c.g, d(c, multiply(c.x, scalar(std::log(2.0), c.x), c.s)), c.s);
+}
+array Log10::derivative(const UnaryChain& c) {
+  return divide(c.g, d(c, multiply(c.x, scalar(std::log(10.0), c.x), c.s)), c.s);
+}
+// Reverse mode: a real cotangent g of Re z comes back as g + 0i, of Im z as
+// g i (the cast to the input's dtype happens in Unary::vjp).
+array Real::derivative(const UnaryChain& c) { return c.reverse ? c.g : real(c.g, c.s); }
+array Imag::derivative(const UnaryChain& c) {
+  if (!c.reverse) return imag(c.g, c.s);
+  return multiply(astype(c.g, complex64, c.s), array(complex64_t(0.0f, 1.0f)), c.s);
+}
 array Sign::derivative(const UnaryChain& c) { return zero_unary(c); }
 array Floor::derivative(const UnaryChain& c) { return zero_unary(c); }
 array Ceil::derivative(const UnaryChain& c) { return zero_unary(c); }
@@ -117,6 +164,12 @@ array Minimum::derivative(const BinaryChain& c) {
   array a_wins = less(c.a, c.b, c.s);
   array zero = scalar(0.0, c.g);
   return c.arg == 0 ? where(a_wins, c.g, zero, c.s) : where(a_wins, zero, c.g, c.s);
+}
+array ArcTan2::derivative(const BinaryChain& c) {
+  // atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2).
+  array r2 = add(square(c.a, c.s), square(c.b, c.s), c.s);
+  array num = c.arg == 0 ? c.b : negative(c.a, c.s);
+  return multiply(c.g, divide(num, r2, c.s), c.s);
 }
 array FloorDivide::derivative(const BinaryChain& c) { return zero_binary(c); }
 array Equal::derivative(const BinaryChain& c) { return zero_binary(c); }

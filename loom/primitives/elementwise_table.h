@@ -356,6 +356,168 @@ struct Conjugate {
   static array derivative(const UnaryChain& c);
 };
 
+struct Sinh {
+  LOOM_EW_ENTRY(Sinh, inexact, input, true, "sinh({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::sinh(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct Cosh {
+  LOOM_EW_ENTRY(Cosh, inexact, input, true, "cosh({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::cosh(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct Tan {
+  LOOM_EW_ENTRY(Tan, inexact, input, true, "tan({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::tan(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct ArcSin {
+  LOOM_EW_ENTRY(ArcSin, inexact, input, true, "asin({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::asin(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct ArcCos {
+  LOOM_EW_ENTRY(ArcCos, inexact, input, true, "acos({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::acos(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct ArcTan {
+  LOOM_EW_ENTRY(ArcTan, inexact, input, true, "atan({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::atan(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct ArcSinh {
+  LOOM_EW_ENTRY(ArcSinh, inexact, input, true, "asinh({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::asinh(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct ArcCosh {
+  LOOM_EW_ENTRY(ArcCosh, inexact, input, true, "acosh({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::acosh(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct ArcTanh {
+  LOOM_EW_ENTRY(ArcTanh, inexact, input, true, "atanh({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::atanh(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct Expm1 {
+  LOOM_EW_ENTRY(Expm1, real, input, true, "expm1({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    return std::expm1(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+// Scalar and not fused: its code form calls the double-precision routine.
+struct ErfInv {
+  LOOM_EW_ENTRY(ErfInv, real, input, false, "loom::scalar::erfinv_f64({0})", true)
+  template <typename C>
+  C operator()(C x) const {
+    return static_cast<C>(erfinv_f64(static_cast<double>(x)));
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+// Complex log2/log10 scale the real and imaginary parts of log z separately:
+// multiplying by a complex constant would turn log(inf) = inf + 0i into
+// inf + nan i.
+struct Log2 {
+  LOOM_EW_ENTRY(Log2, inexact, input, true, "log2({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    constexpr float kInvLn2 = 1.44269504088896341f;
+    if constexpr (std::is_same_v<C, float>) {
+      return log_f32(x) * kInvLn2;
+    } else if constexpr (is_complex_v<C>) {
+      C z = std::log(x);
+      return C(z.real() * kInvLn2, z.imag() * kInvLn2);
+    } else {
+      return std::log2(x);
+    }
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct Log10 {
+  LOOM_EW_ENTRY(Log10, inexact, input, true, "log10({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    constexpr float kInvLn10 = 0.434294481903251828f;
+    if constexpr (std::is_same_v<C, float>) {
+      return log_f32(x) * kInvLn10;
+    } else if constexpr (is_complex_v<C>) {
+      C z = std::log(x);
+      return C(z.real() * kInvLn10, z.imag() * kInvLn10);
+    } else {
+      return std::log10(x);
+    }
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+// The parts of a complex number (ops/ never builds these for real inputs).
+struct Real {
+  LOOM_EW_ENTRY(Real, inexact, real, false, "std::real({0})", false)
+  template <typename C>
+  auto operator()(C x) const {
+    if constexpr (is_complex_v<C>)
+      return x.real();
+    else
+      return x;
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+struct Imag {
+  LOOM_EW_ENTRY(Imag, inexact, real, false, "std::imag({0})", false)
+  template <typename C>
+  auto operator()(C x) const {
+    if constexpr (is_complex_v<C>)
+      return x.imag();
+    else
+      return C(0);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
 // --- binary entries (both operands share one dtype after promotion) ---
 
 struct Add {
@@ -661,6 +823,15 @@ struct RightShift {
   static array derivative(const BinaryChain& c);
 };
 
+struct ArcTan2 {
+  LOOM_EW_ENTRY(ArcTan2, real, input, true, "atan2({0}, {1})", false)
+  template <typename C>
+  C operator()(C y, C x) const {
+    return std::atan2(y, x);
+  }
+  static array derivative(const BinaryChain& c);
+};
+
 // --- ternary entries ---
 
 // where(condition, x, y); the condition is bool, x and y share one dtype.
@@ -697,7 +868,22 @@ struct Select {
   X(IsInf)                \
   X(Floor)                \
   X(Ceil)                 \
-  X(Conjugate)
+  X(Conjugate)            \
+  X(Sinh)                 \
+  X(Cosh)                 \
+  X(Tan)                  \
+  X(ArcSin)               \
+  X(ArcCos)               \
+  X(ArcTan)               \
+  X(ArcSinh)              \
+  X(ArcCosh)              \
+  X(ArcTanh)              \
+  X(Expm1)                \
+  X(ErfInv)               \
+  X(Log2)                 \
+  X(Log10)                \
+  X(Real)                 \
+  X(Imag)
 
 #define LOOM_BINARY_OPS(X) \
   X(Add)                   \
@@ -721,7 +907,8 @@ struct Select {
   X(BitwiseOr)             \
   X(BitwiseXor)            \
   X(LeftShift)             \
-  X(RightShift)
+  X(RightShift)            \
+  X(ArcTan2)
 
 #define LOOM_TERNARY_OPS(X) X(Select)
 

@@ -326,6 +326,12 @@ void init_array(nb::module_& m) {
             return a.size();
           },
           "The number of elements.")
+      .def_prop_ro(
+          "real", [](const array& a) { return real(a); },
+          "The real part (float32 for complex64; the array itself otherwise).")
+      .def_prop_ro(
+          "imag", [](const array& a) { return imag(a); },
+          "The imaginary part (float32 for complex64; zeros otherwise).")
       .def_prop_ro("itemsize", &array::itemsize, "Bytes per element.")
       .def_prop_ro("nbytes", &array::nbytes, "Bytes of all the elements.")
       .def_prop_ro(

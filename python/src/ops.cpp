@@ -197,6 +197,28 @@ void init_ops(nb::module_& m) {
             true, false);
   def_unary(m, "bitwise_invert", LOOM_UNARY_FN(bitwise_invert),
             "Element-wise bitwise inversion of integers (logical not for booleans).", true, false);
+  def_unary(m, "sinh", LOOM_UNARY_FN(sinh), "Element-wise hyperbolic sine.");
+  def_unary(m, "cosh", LOOM_UNARY_FN(cosh), "Element-wise hyperbolic cosine.");
+  def_unary(m, "tan", LOOM_UNARY_FN(tan), "Element-wise tangent.");
+  def_unary(m, "arcsin", LOOM_UNARY_FN(arcsin), "Element-wise inverse sine.");
+  def_unary(m, "arccos", LOOM_UNARY_FN(arccos), "Element-wise inverse cosine.");
+  def_unary(m, "arctan", LOOM_UNARY_FN(arctan), "Element-wise inverse tangent.");
+  def_unary(m, "arcsinh", LOOM_UNARY_FN(arcsinh), "Element-wise inverse hyperbolic sine.");
+  def_unary(m, "arccosh", LOOM_UNARY_FN(arccosh), "Element-wise inverse hyperbolic cosine.");
+  def_unary(m, "arctanh", LOOM_UNARY_FN(arctanh), "Element-wise inverse hyperbolic tangent.");
+  def_unary(m, "expm1", LOOM_UNARY_FN(expm1),
+            "Element-wise ``exp(a) - 1``, accurate for small ``a``.");
+  def_unary(m, "erfinv", LOOM_UNARY_FN(erfinv), "Element-wise inverse of the error function.");
+  def_unary(m, "real", LOOM_UNARY_FN(real),
+            "Element-wise real part (the input itself for real dtypes).");
+  def_unary(m, "imag", LOOM_UNARY_FN(imag), "Element-wise imaginary part (zeros for real dtypes).");
+  // MLX's short aliases are the same function objects.
+  m.attr("asin") = m.attr("arcsin");
+  m.attr("acos") = m.attr("arccos");
+  m.attr("atan") = m.attr("arctan");
+  m.attr("asinh") = m.attr("arcsinh");
+  m.attr("acosh") = m.attr("arccosh");
+  m.attr("atanh") = m.attr("arctanh");
   def_unary(m, "stop_gradient", LOOM_UNARY_FN(stop_gradient),
             "The input unchanged, with no gradient flowing through it.", false);
 
@@ -244,8 +266,12 @@ void init_ops(nb::module_& m) {
   def_binary(m, "left_shift", LOOM_BINARY_FN(left_shift), "Element-wise left shift, ``a << b``.");
   def_binary(m, "right_shift", LOOM_BINARY_FN(right_shift),
              "Element-wise right shift, ``a >> b``.");
+  def_binary(m, "arctan2", LOOM_BINARY_FN(arctan2),
+             "Element-wise inverse tangent of ``a / b``, in the quadrant of ``(b, a)``.",
+             "a: scalar | array, b: scalar | array, /, *");
   // MLX's aliases are the same function objects.
   m.attr("pow") = m.attr("power");
+  m.attr("atan2") = m.attr("arctan2");
   m.attr("bitwise_left_shift") = m.attr("left_shift");
   m.attr("bitwise_right_shift") = m.attr("right_shift");
 
@@ -739,9 +765,7 @@ void init_ops(nb::module_& m) {
   m.def(
       "slice_update",
       [](const array& a, const array& update, array start_indices, const std::vector<int>& axes,
-         const StreamArg& s) {
-        return slice_update(a, update, start_indices, axes, s);
-      },
+         const StreamArg& s) { return slice_update(a, update, start_indices, axes, s); },
       nb::arg(), nb::arg("update"), nb::arg("start_indices"), nb::arg("axes"), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def slice_update(a: array, update: array, start_indices: array, axes: "
