@@ -13,6 +13,7 @@
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
+#include "loom/primitives/elementwise_table.h"
 #include "loom/types/dispatch.h"
 
 namespace loom {
@@ -309,10 +310,10 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
     } else {
       switch (type_) {
         case ReduceType::sum:
-          run(dst, src, [](T& d, T s) { d = static_cast<T>(d + s); });
+          run(dst, src, [](T& d, T s) { d = ew::Add{}(d, s); }); // integers wrap around
           break;
         case ReduceType::prod:
-          run(dst, src, [](T& d, T s) { d = static_cast<T>(d * s); });
+          run(dst, src, [](T& d, T s) { d = ew::Multiply{}(d, s); });
           break;
         case ReduceType::max:
           if constexpr (!std::is_same_v<T, std::complex<float>>) {

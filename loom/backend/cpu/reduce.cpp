@@ -32,6 +32,7 @@
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
+#include "loom/primitives/elementwise_scalar.h"
 #include "loom/types/dispatch.h"
 
 namespace loom {
@@ -116,7 +117,13 @@ struct SumOp {
   }
   template <typename A>
   static A apply(A a, A b) {
-    return a + b;
+    // Integer sums wrap around, as MLX's and NumPy's (signed overflow is
+    // undefined in C++).
+    if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
+      return scalar::wrap_add(a, b);
+    } else {
+      return a + b;
+    }
   }
 };
 
@@ -129,7 +136,11 @@ struct ProdOp {
   }
   template <typename A>
   static A apply(A a, A b) {
-    return a * b;
+    if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
+      return scalar::wrap_mul(a, b);
+    } else {
+      return a * b;
+    }
   }
 };
 

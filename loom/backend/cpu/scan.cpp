@@ -12,6 +12,7 @@
 
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/thread_pool.h"
+#include "loom/primitives/elementwise_table.h"
 #include "loom/types/dispatch.h"
 
 namespace loom {
@@ -71,9 +72,9 @@ struct Op {
       else
         return acc && v;
     } else if constexpr (R == Scan::ReduceType::sum) {
-      return acc + v;
+      return ew::Add{}(acc, v); // integers wrap around
     } else if constexpr (R == Scan::ReduceType::prod) {
-      return acc * v;
+      return ew::Multiply{}(acc, v);
     } else if constexpr (R == Scan::ReduceType::max) {
       return (v > acc || is_nan(v)) ? v : acc; // NaN sticks, as in maximum
     } else if constexpr (R == Scan::ReduceType::min) {
@@ -127,27 +128,28 @@ void scan_typed(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, bo
           const T* x = reverse ? in + n - end : in + k;
           int64_t m = end - k, q = 0;
           for (; q + 8 <= m; q += 8) {
-            for (int l = 0; l < 8; ++l) part[l] += static_cast<A>(x[q + l]);
+            for (int l = 0; l < 8; ++l) part[l] = ew::Add{}(part[l], static_cast<A>(x[q + l]));
           }
-          for (; q < m; ++q) part[0] += static_cast<A>(x[q]);
+          for (; q < m; ++q) part[0] = ew::Add{}(part[0], static_cast<A>(x[q]));
           A acc = A(0);
-          for (int l = 0; l < 8; ++l) acc += part[l];
+          for (int l = 0; l < 8; ++l) acc = ew::Add{}(acc, part[l]);
           totals[c] = acc;
         }
       });
       std::vector<A> prefix(chunks, A(0));
-      for (int64_t c = 1; c < chunks; ++c) prefix[c] = prefix[c - 1] + totals[c - 1];
+      for (int64_t c = 1; c < chunks; ++c)
+        prefix[c] = ew::Add{}(A(prefix[c - 1]), A(totals[c - 1]));
       cpu::parallel_for(chunks, 1, [&](size_t b, size_t e) {
         for (size_t c = b; c < e; ++c) {
           A acc = prefix[c];
           for (int64_t k = bound(c); k < bound(c + 1); ++k) {
             int64_t i = reverse ? n - 1 - k : k;
             if (inclusive) {
-              acc += static_cast<A>(in[i]);
+              acc = ew::Add{}(acc, static_cast<A>(in[i]));
               out[i] = static_cast<T>(acc);
             } else {
               out[i] = static_cast<T>(acc);
-              acc += static_cast<A>(in[i]);
+              acc = ew::Add{}(acc, static_cast<A>(in[i]));
             }
           }
         }
