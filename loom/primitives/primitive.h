@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "loom/array.h"
+#include "loom/primitives/state.h"
 #include "loom/stream.h"
 
 namespace loom {
@@ -19,7 +20,7 @@ struct PrimitiveTraits {
   bool elementwise = false; // output element i depends only on input elements i
   bool broadcast = false;   // a pure broadcast/reshape-like view
   bool reduction = false;
-  bool noop = false;        // identity at execution (Copy, StopGradient)
+  bool noop = false; // identity at execution (Copy, StopGradient)
   bool multi_output = false;
 };
 
@@ -60,8 +61,11 @@ class Primitive {
   // Same computation on the same inputs (for CSE in compile).
   virtual bool is_equivalent(const Primitive& other) const { return false; }
   virtual const char* name() const = 0;
-  // Parameters for printing and export, e.g. "axes=(0, 1)".
-  virtual void print_params(std::ostream&) const {}
+  // Every constructor parameter as a named field (printing, CSE, export);
+  // a primitive with a registered factory (state.h) is rebuilt from it.
+  virtual PrimitiveState state() const { return {}; }
+  // Parameters for printing, e.g. "axes=(0, 1)"; defaults to the state.
+  virtual void print_params(std::ostream& os) const { print_state(os, state()); }
   virtual PrimitiveTraits traits() const { return {}; }
 
   std::string describe() const; // "Name(params)"
