@@ -163,6 +163,35 @@ def test_evaluation_in_a_forked_child():
     assert r.stdout.strip() == "0", r.stderr
 
 
+@pytest.mark.loom_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_a_parallel_region_runs():
+    # fork() while the parent's stream worker is inside a parallel region (or
+    # the first BLAS load) left the child waiting forever on the region's
+    # counters or a half-done static initialisation (13 of 20 forks hung).
+    code = """
+        import os, sys, time
+        from _backend import mx
+        for trial in range(10):
+            big = mx.exp(mx.random.normal((1500, 1500), key=mx.random.key(trial))).sum()
+            mx.async_eval(big)
+            time.sleep(0.001 * (trial % 5))
+            pid = os.fork()
+            if pid == 0:
+                x = mx.random.normal((1000, 1000), key=mx.random.key(1))
+                ok = mx.exp(x).sum().item() > 0
+                os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            print(os.waitstatus_to_exitcode(status), big.item() > 0)
+    """
+    try:
+        r = _run_python(code, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a child forked during a parallel region hung")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "True"] * 10, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("s", [slice(-3, -3, -1), slice(-3, -2, -1), slice(-3, 0, -1), slice(5, 9, 1)])
 def test_empty_slices_of_a_strided_view(s):
     # Found by test_properties.py: an empty slice with a negative step and a

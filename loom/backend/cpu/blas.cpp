@@ -82,6 +82,13 @@ const Library& library() {
   return lib;
 }
 
+namespace {
+// Loaded with libloom, not on the first product: a fork() while another
+// thread is inside this first load would leave the child waiting forever on
+// the half-done static initialisation.
+const bool loaded_at_start = (library(), true);
+} // namespace
+
 std::string core_name() { return library().corename(); }
 std::string config() { return library().config(); }
 

@@ -1,5 +1,7 @@
 #include "loom/backend/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -27,6 +29,16 @@ class ThreadPool {
     for (auto& t : threads_) t.join();
   }
   int size() const { return static_cast<int>(threads_.size()); }
+
+  // Held across fork(): the running region (if any) ends first.
+  void lock_for_fork() {
+    run_mutex_.lock();
+    mutex_.lock();
+  }
+  void unlock_after_fork() {
+    mutex_.unlock();
+    run_mutex_.unlock();
+  }
 
   // Runs chunks [0, chunks) of `job` on the pool and the caller.
   void run(size_t chunks, const std::function<void(size_t)>& job) {
@@ -97,8 +109,40 @@ class ThreadPool {
   bool stop_ = false;
 };
 
+// fork() while a parallel region runs would leave the child with the
+// region's counters and locks but none of its workers: the child's next
+// region waits forever. The prepare handler waits for the running region
+// and holds the pool's locks across fork(); the child then drops the old
+// pool (leaked: its threads do not exist there) and builds a new one on
+// first use. Registered when the pool is built, after the scheduler's and
+// the allocator's handlers, so its prepare runs first, before the fork
+// holds any lock a running region may still need.
+std::atomic<ThreadPool*> g_pool{nullptr};
+std::mutex g_pool_creation;
+
+void lock_pool_before_fork() {
+  std::lock_guard creation(g_pool_creation);
+  if (ThreadPool* p = g_pool.load()) p->lock_for_fork();
+}
+void unlock_pool_in_parent() {
+  if (ThreadPool* p = g_pool.load()) p->unlock_after_fork();
+}
+void reset_pool_in_child() { g_pool.store(nullptr); }
+
 ThreadPool& pool() {
-  static auto* p = new ThreadPool(num_threads() - 1); // the caller is the last thread
+  ThreadPool* p = g_pool.load(std::memory_order_acquire);
+  if (p) return *p;
+  std::lock_guard creation(g_pool_creation);
+  p = g_pool.load();
+  if (!p) {
+    static const bool registered = [] {
+      pthread_atfork(&lock_pool_before_fork, &unlock_pool_in_parent, &reset_pool_in_child);
+      return true;
+    }();
+    (void)registered;
+    p = new ThreadPool(num_threads() - 1); // the caller is the last thread
+    g_pool.store(p, std::memory_order_release);
+  }
   return *p;
 }
 
