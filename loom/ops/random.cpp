@@ -100,8 +100,8 @@ array next_key() {
   }
   // A traced or unevaluated state (e.g. captured by compile) stays lazy.
   array pair = random::split(state, 2);
-  state = reshape(slice(pair, {0, 0}, {1, 2}, {1, 1}), {2});
-  return reshape(slice(pair, {1, 0}, {2, 2}, {1, 1}), {2});
+  state = reshape(slice(pair, Shape{0, 0}, Shape{1, 2}, Shape{1, 1}), {2});
+  return reshape(slice(pair, Shape{1, 0}, Shape{2, 2}, Shape{1, 1}), {2});
 }
 
 array split(const array& key, int num, StreamOrDevice s) {

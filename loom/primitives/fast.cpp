@@ -211,15 +211,12 @@ std::vector<array> RoPE::composite(const std::vector<array>& inputs) const {
                 : reciprocal(astype(inputs[2], float32, s), s);
   array pos = astype(arange(0, T, 1, s), float32, s);
   array off = astype(offset, float32, s);
-  array theta;
-  if (offset.size() == 1) {
-    pos = add(pos, reshape(off, {}, s), s);
-    theta = multiply(expand_dims(multiply(pos, array(static_cast<float>(scale_)), s), -1, s),
-                     inv_freq, s); // (T, half)
-  } else {
-    pos = add(expand_dims(off, -1, s), pos, s); // (B, T)
-    theta = multiply(expand_dims(multiply(pos, array(static_cast<float>(scale_)), s), -1, s),
-                     inv_freq, s); // (B, T, half)
+  // Positions: (T,) for one offset, (B, T) for one per batch entry.
+  const bool per_entry = offset.size() != 1;
+  pos = per_entry ? add(expand_dims(off, -1, s), pos, s) : add(pos, reshape(off, {}, s), s);
+  array theta = multiply(expand_dims(multiply(pos, array(static_cast<float>(scale_)), s), -1, s),
+                         inv_freq, s);
+  if (per_entry) {
     Shape sh(x.ndim(), 1);
     sh[0] = x.shape(0);
     sh[x.ndim() - 2] = T;
@@ -233,24 +230,24 @@ std::vector<array> RoPE::composite(const std::vector<array>& inputs) const {
   Shape start(x.ndim(), 0), stop = x.shape(), step(x.ndim(), 1);
   stop.back() = dims_;
   array rot = upcast(slice(x, start, stop, step, s), s);
-  array out;
-  if (traditional_) {
-    Shape pairs = rot.shape();
-    pairs.back() = half;
-    pairs.push_back(2);
-    array p = reshape(rot, pairs, s);
-    auto parts = split(p, 2, -1, s);
-    array a = squeeze(parts[0], std::vector<int>{-1}, s);
-    array b = squeeze(parts[1], std::vector<int>{-1}, s);
-    array o1 = subtract(multiply(a, c, s), multiply(b, sn, s), s);
-    array o2 = add(multiply(a, sn, s), multiply(b, c, s), s);
-    out = reshape(stack({o1, o2}, -1, s), rot.shape(), s);
-  } else {
+  auto rotated = [&]() {
+    if (traditional_) {
+      Shape pairs = rot.shape();
+      pairs.back() = half;
+      pairs.push_back(2);
+      auto parts = split(reshape(rot, pairs, s), 2, -1, s);
+      array a = squeeze(parts[0], std::vector<int>{-1}, s);
+      array b = squeeze(parts[1], std::vector<int>{-1}, s);
+      array o1 = subtract(multiply(a, c, s), multiply(b, sn, s), s);
+      array o2 = add(multiply(a, sn, s), multiply(b, c, s), s);
+      return reshape(stack({o1, o2}, -1, s), rot.shape(), s);
+    }
     auto parts = split(rot, 2, -1, s);
     array o1 = subtract(multiply(parts[0], c, s), multiply(parts[1], sn, s), s);
     array o2 = add(multiply(parts[0], sn, s), multiply(parts[1], c, s), s);
-    out = concatenate({o1, o2}, -1, s);
-  }
+    return concatenate({o1, o2}, -1, s);
+  };
+  array out = rotated();
   out = astype(out, x.dtype(), s);
   if (dims_ < D) {
     Shape rest_start(x.ndim(), 0);
