@@ -37,9 +37,7 @@ struct Parsed {
   std::map<int, int64_t> sizes;
 };
 
-[[noreturn]] void fail(const std::string& what) {
-  throw std::invalid_argument("[einsum] " + what);
-}
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("[einsum] " + what); }
 
 // One term: letters and at most one "..." standing for `ellipsis_dims` axes
 // (right-aligned against the widest ellipsis, as broadcasting aligns them).
@@ -144,8 +142,8 @@ Parsed parse(const std::string& subscripts, const std::vector<array>& operands) 
     }
   }
   if (explicit_out) {
-    p.output = parse_term(rhs, rhs.find("...") != std::string::npos ? max_ellipsis : 0,
-                          max_ellipsis);
+    p.output =
+        parse_term(rhs, rhs.find("...") != std::string::npos ? max_ellipsis : 0, max_ellipsis);
     LabelSet seen;
     for (int l : p.output) {
       if (!seen.insert(l).second) fail("Repeat indices not allowed in output.");
@@ -188,8 +186,8 @@ struct Contraction {
   std::vector<LabelSet> remaining; // the operand list after this step
 };
 
-Contraction find_contraction(const std::vector<int>& positions,
-                             const std::vector<LabelSet>& sets, const LabelSet& output) {
+Contraction find_contraction(const std::vector<int>& positions, const std::vector<LabelSet>& sets,
+                             const LabelSet& output) {
   Contraction c;
   LabelSet remain = output;
   for (size_t i = 0; i < sets.size(); ++i) {
@@ -221,8 +219,8 @@ struct Candidate {
 };
 
 std::vector<std::vector<int>> greedy_path(std::vector<LabelSet> sets, const LabelSet& output,
-                                          const std::map<int, int64_t>& sizes,
-                                          int64_t memory_limit, int64_t naive_cost) {
+                                          const std::map<int, int64_t>& sizes, int64_t memory_limit,
+                                          int64_t naive_cost) {
   const int n = static_cast<int>(sets.size());
   if (n == 1) return {{0}};
   if (n == 2) return {{0, 1}};
@@ -331,8 +329,7 @@ Plan make_plan(const std::string& subscripts, const std::vector<array>& operands
   }
   for (auto& step : plan.path) {
     Contraction c = find_contraction(step, sets, output);
-    plan.optimized_cost +=
-        flop_count(c.contract, c.inner, static_cast<int>(step.size()), p.sizes);
+    plan.optimized_cost += flop_count(c.contract, c.inner, static_cast<int>(step.size()), p.sizes);
     plan.optimized_scaling = std::max(plan.optimized_scaling, c.contract.size());
     sets = std::move(c.remaining);
   }
@@ -371,8 +368,7 @@ Term sum_unkept(Term t, const LabelSet& keep, StreamOrDevice s) {
 
 // Repeated labels become one axis (their diagonal), and size-1 axes take the
 // size their label has elsewhere.
-Term prepare(const array& a, Labels labels, const std::map<int, int64_t>& sizes,
-             StreamOrDevice s) {
+Term prepare(const array& a, Labels labels, const std::map<int, int64_t>& sizes, StreamOrDevice s) {
   array x = a;
   for (;;) {
     int first = -1, second = -1;
@@ -470,8 +466,7 @@ Term contract_pair(Term a, Term b, const LabelSet& keep, const std::map<int, int
 
 } // namespace
 
-array einsum(const std::string& subscripts, const std::vector<array>& operands,
-             StreamOrDevice s) {
+array einsum(const std::string& subscripts, const std::vector<array>& operands, StreamOrDevice s) {
   Plan plan = make_plan(subscripts, operands);
   const Parsed& p = plan.parsed;
   const LabelSet output(p.output.begin(), p.output.end());

@@ -21,7 +21,8 @@ namespace {
 array cast(const array& a, Dtype d, Stream s) { return a.dtype() == d ? a : astype(a, d, s); }
 
 void check_float_input(const array& x, const char* op) {
-  if (!is_floating_point(x.dtype())) fail(op, "Received unsupported type " + dtype_name(x.dtype()) + ".");
+  if (!is_floating_point(x.dtype()))
+    fail(op, "Received unsupported type " + dtype_name(x.dtype()) + ".");
   if (x.ndim() == 0) {
     fail(op, "Input must have at least 1 dimension but got input with 0 dimensions.");
   }
@@ -85,8 +86,8 @@ array rope(const array& x, int dims, bool traditional, std::optional<float> base
   }
   if (dims % 2 != 0) fail("rope", "dims must be even but got " + std::to_string(dims) + ".");
   if (dims > x.shape(-1) || dims <= 0) {
-    fail("rope", "dims must not exceed the input's last dimension (" +
-                     std::to_string(x.shape(-1)) + ") but got " + std::to_string(dims) + ".");
+    fail("rope", "dims must not exceed the input's last dimension (" + std::to_string(x.shape(-1)) +
+                     ") but got " + std::to_string(dims) + ".");
   }
   if (base && freqs) fail("rope", "Only one of base or freqs can have a value.");
   if (!base && !freqs) fail("rope", "Neither base nor freqs has a value.");
@@ -105,8 +106,8 @@ array rope(const array& x, int dims, bool traditional, std::optional<float> base
   std::vector<array> in{x, cast(offset, int32, st)};
   if (freqs) in.push_back(cast(*freqs, float32, st));
   const double b = base ? static_cast<double>(*base) : 0.0;
-  return array(x.shape(), x.dtype(),
-               std::make_shared<RoPE>(st, dims, traditional, b, scale, true), std::move(in));
+  return array(x.shape(), x.dtype(), std::make_shared<RoPE>(st, dims, traditional, b, scale, true),
+               std::move(in));
 }
 
 array scaled_dot_product_attention(const array& q, const array& k, const array& v, float scale,
@@ -167,16 +168,15 @@ array scaled_dot_product_attention(const array& q, const array& k, const array& 
   }
   Shape shape = q.shape();
   shape.back() = v.shape(-1);
-  return array(
-      std::move(shape), out,
-      std::make_shared<ScaledDotProductAttention>(st, scale, mode, sinks.has_value()),
-      std::move(in));
+  return array(std::move(shape), out,
+               std::make_shared<ScaledDotProductAttention>(st, scale, mode, sinks.has_value()),
+               std::move(in));
 }
 
 array cross_entropy(const array& logits, const array& targets, StreamOrDevice s) {
   if (!is_floating_point(logits.dtype())) {
-    fail("cross_entropy", "logits must be floating point but got " +
-                              dtype_name(logits.dtype()) + ".");
+    fail("cross_entropy",
+         "logits must be floating point but got " + dtype_name(logits.dtype()) + ".");
   }
   if (!is_integral(targets.dtype())) {
     fail("cross_entropy",
@@ -233,9 +233,10 @@ std::vector<array> gated_delta_update(const array& q, const array& k, const arra
   Dtype out = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
   if (!is_floating_point(out)) fail(op, "Inputs must be floating point.");
   Stream st = to_stream(s);
-  std::vector<array> in{cast(q, out, st),    cast(k, out, st),   cast(v, out, st),
-                        cast(g, out, st),    cast(beta, out, st),
-                        state ? cast(*state, float32, st) : zeros(state_shape, float32, st)};
+  std::vector<array> in{
+      cast(q, out, st),    cast(k, out, st),
+      cast(v, out, st),    cast(g, out, st),
+      cast(beta, out, st), state ? cast(*state, float32, st) : zeros(state_shape, float32, st)};
   if (mask) in.push_back(cast(*mask, bool_, st));
   return array::make_arrays({v.shape(), state_shape}, {out, float32},
                             std::make_shared<GatedDeltaUpdate>(st, mask.has_value()),

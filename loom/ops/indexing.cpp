@@ -393,8 +393,8 @@ array diagonal(const array& a, int offset, int axis1, int axis2, StreamOrDevice 
   }
   auto bad_axis = [&](const char* name, int axis) {
     return std::out_of_range(std::string("[diagonal] Invalid ") + name + " " +
-                             std::to_string(axis) + " for array with " +
-                             std::to_string(a.ndim()) + " dimensions.");
+                             std::to_string(axis) + " for array with " + std::to_string(a.ndim()) +
+                             " dimensions.");
   };
   if (axis1 < -a.ndim() || axis1 >= a.ndim()) throw bad_axis("axis1", axis1);
   if (axis2 < -a.ndim() || axis2 >= a.ndim()) throw bad_axis("axis2", axis2);

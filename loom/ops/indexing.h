@@ -64,8 +64,7 @@ namespace loom {
 
 // The diagonal at `offset` of the plane (axis1, axis2), moved to the last
 // axis (NumPy's and MLX's layout); a gather, so it differentiates by scatter.
-array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1,
-               StreamOrDevice s = {});
+array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1, StreamOrDevice s = {});
 // 1-D input: the square matrix with `a` on its k-th diagonal; 2-D: its k-th diagonal.
 array diag(const array& a, int k = 0, StreamOrDevice s = {});
 // The sum of the diagonal (in `dtype` when given, else the sum's dtype).

@@ -7,8 +7,8 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
-#include "loom/ops/reduce.h"
 #include "loom/ops/indexing.h"
+#include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/sort.h"
 #include "loom/ops/utils.h"
@@ -256,8 +256,7 @@ array permutation(const array& x, int axis, const std::optional<array>& key, Str
 array truncated_normal(const array& lower, const array& upper, const std::optional<Shape>& shape,
                        Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
   if (!is_floating_point(dtype)) {
-    throw std::invalid_argument(
-        "[trunc_normal] trunc_normal only accepts floating point dtypes.");
+    throw std::invalid_argument("[trunc_normal] trunc_normal only accepts floating point dtypes.");
   }
   Shape out_shape = shape ? *shape : broadcast_shapes(lower.shape(), upper.shape());
   array sqrt2 = array(std::sqrt(2.0), dtype);

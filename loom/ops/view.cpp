@@ -81,8 +81,7 @@ std::vector<array> depends(const std::vector<array>& inputs,
   }
   std::vector<array> all = inputs;
   all.insert(all.end(), dependencies.begin(), dependencies.end());
-  auto prim = std::make_shared<Depends>(to_stream({}),
-                                        static_cast<int>(inputs.size()));
+  auto prim = std::make_shared<Depends>(to_stream({}), static_cast<int>(inputs.size()));
   return array::make_arrays(std::move(shapes), dtypes, prim, std::move(all));
 }
 
@@ -97,13 +96,12 @@ array to_fp8(const array& x, StreamOrDevice s) {
 
 array from_fp8(const array& x, Dtype dtype, StreamOrDevice s) {
   if (!is_floating_point(dtype)) {
-    throw std::invalid_argument(
-        "[from_fp8] Only real floating types are supported but dtype == " + dtype_name(dtype) +
-        ".");
+    throw std::invalid_argument("[from_fp8] Only real floating types are supported but dtype == " +
+                                dtype_name(dtype) + ".");
   }
   if (x.dtype() != uint8) {
-    throw std::invalid_argument("[from_fp8] Input must have type uint8 but x.dtype() == " +
-                                dtype_name(x.dtype()) + ".");
+    throw std::invalid_argument(
+        "[from_fp8] Input must have type uint8 but x.dtype() == " + dtype_name(x.dtype()) + ".");
   }
   return array(x.shape(), dtype, std::make_shared<FromFP8>(to_stream(s), dtype), {x});
 }

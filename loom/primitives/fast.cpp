@@ -39,8 +39,7 @@ array reduce_to_last(const array& g, Dtype dtype, Stream s) {
 
 std::vector<array> FastPrimitive::vjp(const std::vector<array>& primals,
                                       const std::vector<array>& cotangents,
-                                      const std::vector<int>& argnums,
-                                      const std::vector<array>&) {
+                                      const std::vector<int>& argnums, const std::vector<array>&) {
   auto fn = [this](const std::vector<array>& in) { return composite(in); };
   auto grads = loom::vjp(fn, primals, cotangents).second;
   std::vector<array> out;
@@ -61,9 +60,8 @@ std::vector<array> FastPrimitive::jvp(const std::vector<array>& primals,
 std::pair<std::vector<array>, std::vector<int>> FastPrimitive::vmap(
     const std::vector<array>& inputs, const std::vector<int>& axes) {
   auto fn = [this](const std::vector<array>& in) { return composite(in); };
-  auto outs = vmap_apply(fn, inputs, axes, [](const std::vector<array>& o) {
-    return std::vector<int>(o.size(), 0);
-  });
+  auto outs = vmap_apply(fn, inputs, axes,
+                         [](const std::vector<array>& o) { return std::vector<int>(o.size(), 0); });
   return {outs, std::vector<int>(outs.size(), 0)};
 }
 
@@ -101,7 +99,8 @@ std::vector<array> RMSNorm::vjp(const std::vector<array>& primals,
     if (i == 0) {
       // d/dx of x r: r g - x r^3 mean(g x).
       array m = mean(multiply(gw, xf, s), -1, true, s);
-      array dx = subtract(multiply(r, gw, s), multiply(xf, multiply(power(r, array(3.0f, r.dtype()), s), m, s), s), s);
+      array dx = subtract(multiply(r, gw, s),
+                          multiply(xf, multiply(power(r, array(3.0f, r.dtype()), s), m, s), s), s);
       out.push_back(astype(dx, x.dtype(), s));
     } else {
       out.push_back(reduce_to_last(multiply(gf, multiply(xf, r, s), s), primals[1].dtype(), s));
@@ -115,7 +114,8 @@ std::pair<std::vector<array>, std::vector<int>> RMSNorm::vmap(const std::vector<
   if (has_weight_ && axes[1] >= 0) return FastPrimitive::vmap(inputs, axes);
   std::vector<array> in = inputs;
   in[0] = moveaxis(inputs[0], axes[0], 0, stream());
-  auto out = array(in[0].shape(), in[0].dtype(), std::make_shared<RMSNorm>(stream(), eps_, has_weight_), in);
+  auto out = array(in[0].shape(), in[0].dtype(),
+                   std::make_shared<RMSNorm>(stream(), eps_, has_weight_), in);
   return {{out}, {0}};
 }
 
@@ -159,11 +159,10 @@ std::vector<array> LayerNorm::vjp(const std::vector<array>& primals,
   for (int i : argnums) {
     if (i == 0) {
       // r (g - mean(g) - x^ mean(g x^)), g the gradient of x^.
-      array dx = multiply(
-          r,
-          subtract(subtract(gh, mean(gh, -1, true, s), s),
-                   multiply(xh, mean(multiply(gh, xh, s), -1, true, s), s), s),
-          s);
+      array dx = multiply(r,
+                          subtract(subtract(gh, mean(gh, -1, true, s), s),
+                                   multiply(xh, mean(multiply(gh, xh, s), -1, true, s), s), s),
+                          s);
       out.push_back(astype(dx, x.dtype(), s));
     } else if (has_weight_ && i == 1) {
       out.push_back(reduce_to_last(multiply(gf, xh, s), primals[1].dtype(), s));
@@ -204,11 +203,10 @@ std::vector<array> RoPE::composite(const std::vector<array>& inputs) const {
   const array& offset = inputs[1];
   const int T = x.shape(-2);
   const int half = dims_ / 2;
-  array inv_freq =
-      base_ > 0 ? exp(multiply(arange(0.0, half, 1.0, float32, s),
-                               array(static_cast<float>(-std::log(base_) / half)), s),
-                      s)
-                : reciprocal(astype(inputs[2], float32, s), s);
+  array inv_freq = base_ > 0 ? exp(multiply(arange(0.0, half, 1.0, float32, s),
+                                            array(static_cast<float>(-std::log(base_) / half)), s),
+                                   s)
+                             : reciprocal(astype(inputs[2], float32, s), s);
   array pos = astype(arange(0, T, 1, s), float32, s);
   array off = astype(offset, float32, s);
   // Positions: (T,) for one offset, (B, T) for one per batch entry.
@@ -259,28 +257,26 @@ std::vector<array> RoPE::composite(const std::vector<array>& inputs) const {
 
 // A rotation's transpose is the opposite rotation.
 std::vector<array> RoPE::vjp(const std::vector<array>& primals,
-                             const std::vector<array>& cotangents,
-                             const std::vector<int>& argnums,
+                             const std::vector<array>& cotangents, const std::vector<int>& argnums,
                              const std::vector<array>& outputs) {
   bool only_x = true;
   for (int i : argnums) only_x &= i == 0 || i == 1;
   if (!only_x) return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
   std::vector<array> in = primals;
   in[0] = cotangents[0];
-  array dx = array(in[0].shape(), in[0].dtype(),
-                   std::make_shared<RoPE>(stream(), dims_, traditional_, base_, scale_, !forward_),
-                   in);
+  array dx =
+      array(in[0].shape(), in[0].dtype(),
+            std::make_shared<RoPE>(stream(), dims_, traditional_, base_, scale_, !forward_), in);
   std::vector<array> out;
   for (int i : argnums) out.push_back(i == 0 ? dx : zeros_like(primals[i], stream()));
   return out;
 }
 
 LOOM_REGISTER_PRIMITIVE(RoPE, [](Stream s, const PrimitiveState& st) {
-  return std::make_shared<RoPE>(s, state_get<int>(st, "RoPE", "dims"),
-                                state_get<bool>(st, "RoPE", "traditional"),
-                                state_get<double>(st, "RoPE", "base"),
-                                state_get<double>(st, "RoPE", "scale"),
-                                state_get<bool>(st, "RoPE", "forward"));
+  return std::make_shared<RoPE>(
+      s, state_get<int>(st, "RoPE", "dims"), state_get<bool>(st, "RoPE", "traditional"),
+      state_get<double>(st, "RoPE", "base"), state_get<double>(st, "RoPE", "scale"),
+      state_get<bool>(st, "RoPE", "forward"));
 });
 
 // Attention --------------------------------------------------------------------------
@@ -301,8 +297,8 @@ std::vector<array> ScaledDotProductAttention::composite(const std::vector<array>
     k = repeat(k, groups, 1, s);
     v = repeat(v, groups, 1, s);
   }
-  array scores = astype(
-      multiply(matmul(q, swapaxes(k, -1, -2, s), s), array(scale_, q.dtype()), s), float32, s);
+  array scores = astype(multiply(matmul(q, swapaxes(k, -1, -2, s), s), array(scale_, q.dtype()), s),
+                        float32, s);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int Tq = q.shape(2);
   const int Tk = k.shape(2);
@@ -352,8 +348,7 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
   }
   auto grads = array::make_arrays(
       shapes, dtypes,
-      std::make_shared<ScaledDotProductAttentionVJP>(stream(), scale_, mask_mode_, has_sinks_),
-      in);
+      std::make_shared<ScaledDotProductAttentionVJP>(stream(), scale_, mask_mode_, has_sinks_), in);
   std::vector<array> out;
   for (int i : argnums) {
     if (i < 3) {
@@ -386,9 +381,9 @@ LOOM_REGISTER_PRIMITIVE(ScaledDotProductAttention, [](Stream s, const PrimitiveS
 
 LOOM_REGISTER_PRIMITIVE(ScaledDotProductAttentionVJP, [](Stream s, const PrimitiveState& st) {
   const char* n = "ScaledDotProductAttentionVJP";
-  return std::make_shared<ScaledDotProductAttentionVJP>(
-      s, state_get<float>(st, n, "scale"), state_get<std::string>(st, n, "mask_mode"),
-      state_get<bool>(st, n, "has_sinks"));
+  return std::make_shared<ScaledDotProductAttentionVJP>(s, state_get<float>(st, n, "scale"),
+                                                        state_get<std::string>(st, n, "mask_mode"),
+                                                        state_get<bool>(st, n, "has_sinks"));
 });
 
 // CrossEntropy -----------------------------------------------------------------------
@@ -427,8 +422,8 @@ std::vector<array> CrossEntropy::vjp(const std::vector<array>& primals,
   return out;
 }
 
-std::pair<std::vector<array>, std::vector<int>> CrossEntropy::vmap(
-    const std::vector<array>& inputs, const std::vector<int>& axes) {
+std::pair<std::vector<array>, std::vector<int>> CrossEntropy::vmap(const std::vector<array>& inputs,
+                                                                   const std::vector<int>& axes) {
   Stream s = stream();
   array l = inputs[0];
   array t = inputs[1];
@@ -506,8 +501,7 @@ std::vector<array> GatedDeltaUpdate::composite(const std::vector<array>& inputs)
 }
 
 LOOM_REGISTER_PRIMITIVE(GatedDeltaUpdate, [](Stream s, const PrimitiveState& st) {
-  return std::make_shared<GatedDeltaUpdate>(s,
-                                            state_get<bool>(st, "GatedDeltaUpdate", "has_mask"));
+  return std::make_shared<GatedDeltaUpdate>(s, state_get<bool>(st, "GatedDeltaUpdate", "has_mask"));
 });
 
 } // namespace loom

@@ -79,8 +79,12 @@ class LayerNorm : public FastPrimitive {
 class RoPE : public FastPrimitive {
  public:
   RoPE(Stream stream, int dims, bool traditional, double base, double scale, bool forward)
-      : FastPrimitive(stream), dims_(dims), traditional_(traditional), base_(base),
-        scale_(scale), forward_(forward) {}
+      : FastPrimitive(stream),
+        dims_(dims),
+        traditional_(traditional),
+        base_(base),
+        scale_(scale),
+        forward_(forward) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> composite(const std::vector<array>& inputs) const override;
@@ -89,8 +93,11 @@ class RoPE : public FastPrimitive {
                          const std::vector<array>& outputs) override;
   const char* name() const override { return "RoPE"; }
   PrimitiveState state() const override {
-    return {{"dims", int64_t{dims_}}, {"traditional", traditional_}, {"base", base_},
-            {"scale", scale_},        {"forward", forward_}};
+    return {{"dims", int64_t{dims_}},
+            {"traditional", traditional_},
+            {"base", base_},
+            {"scale", scale_},
+            {"forward", forward_}};
   }
 
  private:
@@ -107,7 +114,9 @@ class RoPE : public FastPrimitive {
 class ScaledDotProductAttention : public FastPrimitive {
  public:
   ScaledDotProductAttention(Stream stream, float scale, std::string mask_mode, bool has_sinks)
-      : FastPrimitive(stream), scale_(scale), mask_mode_(std::move(mask_mode)),
+      : FastPrimitive(stream),
+        scale_(scale),
+        mask_mode_(std::move(mask_mode)),
         has_sinks_(has_sinks) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -132,8 +141,7 @@ class ScaledDotProductAttention : public FastPrimitive {
 class ScaledDotProductAttentionVJP : public Primitive {
  public:
   ScaledDotProductAttentionVJP(Stream stream, float scale, std::string mask_mode, bool has_sinks)
-      : Primitive(stream), scale_(scale), mask_mode_(std::move(mask_mode)),
-        has_sinks_(has_sinks) {}
+      : Primitive(stream), scale_(scale), mask_mode_(std::move(mask_mode)), has_sinks_(has_sinks) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   bool is_equivalent(const Primitive& other) const override;

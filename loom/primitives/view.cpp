@@ -181,9 +181,8 @@ bool ToFP8::is_equivalent(const Primitive& other) const {
   return dynamic_cast<const ToFP8*>(&other) != nullptr;
 }
 
-LOOM_REGISTER_PRIMITIVE(ToFP8, [](Stream s, const PrimitiveState&) {
-  return std::make_shared<ToFP8>(s);
-});
+LOOM_REGISTER_PRIMITIVE(ToFP8,
+                        [](Stream s, const PrimitiveState&) { return std::make_shared<ToFP8>(s); });
 
 std::vector<Shape> FromFP8::output_shapes(const std::vector<array>& inputs) {
   return {inputs[0].shape()};

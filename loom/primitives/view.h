@@ -35,7 +35,9 @@ class View : public Primitive {
 class AsStrided : public Primitive {
  public:
   AsStrided(Stream stream, Shape shape, Strides strides, int64_t offset)
-      : Primitive(stream), shape_(std::move(shape)), strides_(std::move(strides)),
+      : Primitive(stream),
+        shape_(std::move(shape)),
+        strides_(std::move(strides)),
         offset_(offset) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;

@@ -30,8 +30,8 @@ void init_fast(nb::module_& parent) {
       "layer_norm",
       [](const array& x, const std::optional<array>& weight, const std::optional<array>& bias,
          float eps, const StreamArg& s) { return fast::layer_norm(x, weight, bias, eps, s); },
-      nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"),
-      nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::kw_only(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def layer_norm(x: array, weight: array | None, bias: array | None, eps: float, *, "
               "stream: StreamOrDevice = None) -> array"),
       "Layer normalisation over the last axis, then optional 1-D ``weight``\n"
@@ -43,9 +43,9 @@ void init_fast(nb::module_& parent) {
         array off = PyLong_Check(offset.ptr()) ? array(nb::cast<int>(offset)) : to_array(offset);
         return fast::rope(a, dims, traditional, base, scale, off, freqs, s);
       },
-      nb::arg("a"), nb::arg("dims"), nb::kw_only(), nb::arg("traditional"),
-      nb::arg("base").none(), nb::arg("scale"), nb::arg("offset"),
-      nb::arg("freqs").none() = nb::none(), nb::arg("stream") = nb::none(),
+      nb::arg("a"), nb::arg("dims"), nb::kw_only(), nb::arg("traditional"), nb::arg("base").none(),
+      nb::arg("scale"), nb::arg("offset"), nb::arg("freqs").none() = nb::none(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def rope(a: array, dims: int, *, traditional: bool, base: float | None, scale: "
               "float, offset: int | array, freqs: array | None = None, stream: StreamOrDevice = "
               "None) -> array"),
@@ -93,8 +93,7 @@ void init_fast(nb::module_& parent) {
   m.def(
       "gated_delta_update",
       [](const array& q, const array& k, const array& v, const array& gamma, const array& beta,
-         const std::optional<array>& state, const std::optional<array>& mask,
-         const StreamArg& s) {
+         const std::optional<array>& state, const std::optional<array>& mask, const StreamArg& s) {
         auto out = fast::gated_delta_update(q, k, v, gamma, beta, state, mask, s);
         nb::list items;
         for (auto& x : out) items.append(nb::cast(x));
@@ -117,9 +116,8 @@ void init_fast(nb::module_& parent) {
       "metal_kernel",
       [](const std::string&, const std::vector<std::string>&, const std::vector<std::string>&,
          const std::string&, const std::string&, bool, bool, nb::handle) {
-        return nb::cpp_function([](nb::kwargs) -> nb::object {
-          throw std::runtime_error(kNoMetal);
-        });
+        return nb::cpp_function(
+            [](nb::kwargs) -> nb::object { throw std::runtime_error(kNoMetal); });
       },
       nb::arg("name"), nb::arg("input_names"), nb::arg("output_names"), nb::arg("source"),
       nb::arg("header") = "", nb::arg("ensure_row_contiguous") = true,
@@ -127,8 +125,7 @@ void init_fast(nb::module_& parent) {
       "A custom Metal kernel. There is no Metal back-end here: calling the\n"
       "returned kernel raises ``RuntimeError``.");
   m.def(
-      "cuda_kernel",
-      [](nb::args, nb::kwargs) -> nb::object { throw std::runtime_error(kNoCuda); },
+      "cuda_kernel", [](nb::args, nb::kwargs) -> nb::object { throw std::runtime_error(kNoCuda); },
       "A custom CUDA kernel: raises ``RuntimeError`` until Loom's CUDA\n"
       "back-end provides custom kernels.");
   m.def(

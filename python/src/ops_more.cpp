@@ -150,17 +150,16 @@ void init_ops_more(nb::module_& m) {
 
   // Array methods.
   nb::object cls = m.attr("array");
-  cls.attr("diag") = nb::cpp_function(
-      [](const array& a, int k, const StreamArg& s) { return diag(a, k, s); }, nb::is_method(),
-      nb::scope(cls), nb::name("diag"), nb::arg("k") = 0, nb::kw_only(),
-      nb::arg("stream") = nb::none(), "See :func:`diag`.");
-  cls.attr("diagonal") = nb::cpp_function(
-      [](const array& a, int offset, int axis1, int axis2, const StreamArg& s) {
-        return diagonal(a, offset, axis1, axis2, s);
-      },
-      nb::is_method(), nb::scope(cls), nb::name("diagonal"), nb::arg("offset") = 0,
-      nb::arg("axis1") = 0, nb::arg("axis2") = 1, nb::arg("stream") = nb::none(),
-      "See :func:`diagonal`.");
+  cls.attr("diag") =
+      nb::cpp_function([](const array& a, int k, const StreamArg& s) { return diag(a, k, s); },
+                       nb::is_method(), nb::scope(cls), nb::name("diag"), nb::arg("k") = 0,
+                       nb::kw_only(), nb::arg("stream") = nb::none(), "See :func:`diag`.");
+  cls.attr("diagonal") =
+      nb::cpp_function([](const array& a, int offset, int axis1, int axis2,
+                          const StreamArg& s) { return diagonal(a, offset, axis1, axis2, s); },
+                       nb::is_method(), nb::scope(cls), nb::name("diagonal"), nb::arg("offset") = 0,
+                       nb::arg("axis1") = 0, nb::arg("axis2") = 1, nb::arg("stream") = nb::none(),
+                       "See :func:`diagonal`.");
   cls.attr("view") = nb::cpp_function(
       [](const array& a, Dtype dtype, const StreamArg& s) { return view(a, dtype, s); },
       nb::is_method(), nb::scope(cls), nb::name("view"), nb::arg("dtype"), nb::kw_only(),
@@ -169,8 +168,7 @@ void init_ops_more(nb::module_& m) {
   nb::module_ r = nb::borrow<nb::module_>(m.attr("random"));
   r.def(
       "permutation",
-      [](nb::handle x, int axis, const std::optional<array>& key,
-         const StreamArg& s) -> array {
+      [](nb::handle x, int axis, const std::optional<array>& key, const StreamArg& s) -> array {
         if (PyLong_Check(x.ptr())) return random::permutation(nb::cast<int>(x), key, s);
         return random::permutation(to_array(x), axis, key, s);
       },

@@ -53,7 +53,9 @@ C exp_of(C v) {
   }
 }
 
-size_t row_grain(size_t n) { return std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(n, 1)); }
+size_t row_grain(size_t n) {
+  return std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(n, 1));
+}
 
 // A contiguous copy of `a` in the compute type C (a view when it already is).
 template <typename C>
@@ -273,41 +275,41 @@ struct Attention {
     gemm<C>(false, true, Tq, Tk, D, static_cast<C>(scale), Q, D, K, D, C(0), P, Tk);
     const C neg_inf = -std::numeric_limits<C>::infinity();
     const C sink = has_sinks ? sinks.ptr[h] : neg_inf;
-    cpu::parallel_for(Tq, std::max<int64_t>(1, 8192 / std::max<int64_t>(Tk, 1)),
-                      [&](size_t r0, size_t r1) {
-      for (size_t i = r0; i < r1; ++i) {
-        C* row = P + i * Tk;
-        if (mask != nullptr) {
-          const Strides& st = mask->strides();
-          const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
-          if (mask->dtype() == bool_) {
-            const bool* m = mask->data<bool>() + base;
-            for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : neg_inf;
-          } else {
-            dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
-              using M = decltype(mt);
-              const M* m = mask->data<M>() + base;
-              for (int64_t j = 0; j < Tk; ++j) row[j] += static_cast<C>(m[j * st[3]]);
-            });
+    cpu::parallel_for(
+        Tq, std::max<int64_t>(1, 8192 / std::max<int64_t>(Tk, 1)), [&](size_t r0, size_t r1) {
+          for (size_t i = r0; i < r1; ++i) {
+            C* row = P + i * Tk;
+            if (mask != nullptr) {
+              const Strides& st = mask->strides();
+              const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
+              if (mask->dtype() == bool_) {
+                const bool* m = mask->data<bool>() + base;
+                for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : neg_inf;
+              } else {
+                dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
+                  using M = decltype(mt);
+                  const M* m = mask->data<M>() + base;
+                  for (int64_t j = 0; j < Tk; ++j) row[j] += static_cast<C>(m[j * st[3]]);
+                });
+              }
+            }
+            if (causal) {
+              const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
+              for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = neg_inf;
+            }
+            C mx = sink;
+            for (int64_t j = 0; j < Tk; ++j) mx = row[j] > mx ? row[j] : mx;
+            C total = has_sinks ? exp_of<C>(sink - mx) : C(0);
+            const C sink_e = total;
+            for (int64_t j = 0; j < Tk; ++j) {
+              row[j] = exp_of<C>(row[j] - mx);
+              total += row[j];
+            }
+            const C inv = C(1) / total;
+            for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
+            if (sink_p != nullptr) sink_p[i] = sink_e * inv;
           }
-        }
-        if (causal) {
-          const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
-          for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = neg_inf;
-        }
-        C mx = sink;
-        for (int64_t j = 0; j < Tk; ++j) mx = row[j] > mx ? row[j] : mx;
-        C total = has_sinks ? exp_of<C>(sink - mx) : C(0);
-        const C sink_e = total;
-        for (int64_t j = 0; j < Tk; ++j) {
-          row[j] = exp_of<C>(row[j] - mx);
-          total += row[j];
-        }
-        const C inv = C(1) / total;
-        for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
-        if (sink_p != nullptr) sink_p[i] = sink_e * inv;
-      }
-    });
+        });
   }
 };
 
@@ -407,23 +409,24 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
         // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
         cpu::parallel_for(a.Tq, std::max<int64_t>(1, 8192 / std::max<int64_t>(a.Tk, 1)),
                           [&](size_t r0, size_t r1) {
-          for (size_t i = r0; i < r1; ++i) {
-            C d = 0;
-            for (int64_t j = 0; j < a.Dv; ++j) d += dOh[i * a.Dv + j] * Oh[i * a.Dv + j];
-            rowdot[i] = d;
-            C* prow = P.data() + i * a.Tk;
-            C* drow = dP.data() + i * a.Tk;
-            for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
-          }
-        });
+                            for (size_t i = r0; i < r1; ++i) {
+                              C d = 0;
+                              for (int64_t j = 0; j < a.Dv; ++j)
+                                d += dOh[i * a.Dv + j] * Oh[i * a.Dv + j];
+                              rowdot[i] = d;
+                              C* prow = P.data() + i * a.Tk;
+                              C* drow = dP.data() + i * a.Tk;
+                              for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
+                            }
+                          });
         if (a.has_sinks) {
           for (int64_t i = 0; i < a.Tq; ++i) dsinks[h] -= sink_p[i] * rowdot[i];
         }
         // dQ = scale dS K; dK += scale dS^T Q.
         gemm<C>(false, false, a.Tq, a.D, a.Tk, static_cast<C>(scale_), dP.data(), a.Tk, K, a.D,
                 C(0), dq.data() + (b * a.Nq + h) * a.Tq * a.D, a.D);
-        gemm<C>(true, false, a.Tk, a.D, a.Tq, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D,
-                C(1), dK, a.D);
+        gemm<C>(true, false, a.Tk, a.D, a.Tq, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D, C(1),
+                dK, a.D);
       }
     }
     store(dq.data(), outputs[0].data<T>(), dq.size());
@@ -462,8 +465,8 @@ void CrossEntropy::eval_cpu(const std::vector<array>& inputs, std::vector<array>
         }
         const int64_t t = pt[r] < 0 ? pt[r] + n : pt[r];
         // A class outside the row has no logit: NaN (MLX reads past the row).
-        const C picked = t >= 0 && t < n ? static_cast<C>(xr[t])
-                                         : std::numeric_limits<C>::quiet_NaN();
+        const C picked =
+            t >= 0 && t < n ? static_cast<C>(xr[t]) : std::numeric_limits<C>::quiet_NaN();
         py[r] = static_cast<float>(std::log(total) + mx - picked);
       }
     });
