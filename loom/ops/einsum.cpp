@@ -103,11 +103,11 @@ Parsed parse(const std::string& subscripts, const std::vector<array>& operands) 
     const int letters = letters_in(terms[i]);
     const bool has_ellipsis = terms[i].find("...") != std::string::npos;
     const int nd = operands[i].ndim();
-    if (has_ellipsis ? letters - 3 > nd : letters != nd) {
+    if (has_ellipsis ? letters > nd : letters != nd) {
       fail("Invalid number of subscripts " + std::to_string(letters) + " for input " +
            std::to_string(i) + " with " + std::to_string(nd) + " dimensions.");
     }
-    ellipsis[i] = has_ellipsis ? nd - (letters - 3) : 0;
+    ellipsis[i] = has_ellipsis ? nd - letters : 0;
     max_ellipsis = std::max(max_ellipsis, ellipsis[i]);
   }
   Parsed p;
