@@ -78,7 +78,7 @@ void init_ops_more(nb::module_& m) {
       [](const ScalarOrArray& a, Dtype dtype, const StreamArg& s) {
         return view(to_array(a.obj), dtype, s);
       },
-      nb::arg(), nb::arg("dtype"), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("dtype"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def view(a: scalar | array, dtype: Dtype, stream: StreamOrDevice = None) -> array"),
       "View the bytes of the array as another dtype (the last axis scales by\n"
       "the ratio of the item sizes).");
@@ -135,7 +135,7 @@ void init_ops_more(nb::module_& m) {
       "arguments (trees; other leaves are ignored), at the allocator's size\n"
       "of each buffer. The arrays must be evaluated.");
   m.def(
-      "to_fp8", [](const array& x, const StreamArg& s) { return to_fp8(x, s); }, nb::arg("x"),
+      "to_fp8", [](const array& x, const StreamArg& s) { return to_fp8(x, s); }, nb::arg(),
       nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def to_fp8(x: array, *, stream: StreamOrDevice = None) -> array"),
       "Convert to float8 e4m3 bytes (uint8), rounding to nearest even and\n"
@@ -143,7 +143,7 @@ void init_ops_more(nb::module_& m) {
   m.def(
       "from_fp8",
       [](const array& x, Dtype dtype, const StreamArg& s) { return from_fp8(x, dtype, s); },
-      nb::arg("x"), nb::arg("dtype") = bfloat16, nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg("dtype") = bfloat16, nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def from_fp8(x: array, dtype: Dtype = bfloat16, *, stream: StreamOrDevice = None) "
               "-> array"),
       "Convert float8 e4m3 bytes (uint8) to a floating dtype.");
