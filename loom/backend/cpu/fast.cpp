@@ -256,6 +256,37 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, C alpha, const C* a
   }
 }
 
+// Reductions over a row in independent lanes, so that they vectorise (one
+// accumulator is a serial chain).
+template <typename C>
+C lane_max(const C* x, int64_t n) {
+  constexpr int64_t L = 16;
+  C lanes[L];
+  for (int64_t l = 0; l < L; ++l) lanes[l] = -std::numeric_limits<C>::infinity();
+  const int64_t full = n - n % L;
+  for (int64_t j = 0; j < full; j += L) {
+    for (int64_t l = 0; l < L; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
+  }
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = full; j < n; ++j) m = x[j] > m ? x[j] : m;
+  for (int64_t l = 0; l < L; ++l) m = lanes[l] > m ? lanes[l] : m;
+  return m;
+}
+
+template <typename C>
+C lane_sum(const C* x, int64_t n) {
+  constexpr int64_t L = 16;
+  C lanes[L] = {};
+  const int64_t full = n - n % L;
+  for (int64_t j = 0; j < full; j += L) {
+    for (int64_t l = 0; l < L; ++l) lanes[l] += x[j + l];
+  }
+  C total = 0;
+  for (int64_t j = full; j < n; ++j) total += x[j];
+  for (int64_t l = 0; l < L; ++l) total += lanes[l];
+  return total;
+}
+
 // What the forward and backward share: the inputs in the compute type and
 // the recomputation of one head's probabilities.
 template <typename C>
@@ -275,41 +306,47 @@ struct Attention {
     gemm<C>(false, true, Tq, Tk, D, static_cast<C>(scale), Q, D, K, D, C(0), P, Tk);
     const C neg_inf = -std::numeric_limits<C>::infinity();
     const C sink = has_sinks ? sinks.ptr[h] : neg_inf;
-    cpu::parallel_for(
-        Tq, std::max<int64_t>(1, 8192 / std::max<int64_t>(Tk, 1)), [&](size_t r0, size_t r1) {
-          for (size_t i = r0; i < r1; ++i) {
-            C* row = P + i * Tk;
-            if (mask != nullptr) {
-              const Strides& st = mask->strides();
-              const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
-              if (mask->dtype() == bool_) {
-                const bool* m = mask->data<bool>() + base;
-                for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : neg_inf;
-              } else {
-                dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
-                  using M = decltype(mt);
-                  const M* m = mask->data<M>() + base;
-                  for (int64_t j = 0; j < Tk; ++j) row[j] += static_cast<C>(m[j * st[3]]);
-                });
-              }
-            }
-            if (causal) {
-              const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
-              for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = neg_inf;
-            }
-            C mx = sink;
-            for (int64_t j = 0; j < Tk; ++j) mx = row[j] > mx ? row[j] : mx;
-            C total = has_sinks ? exp_of<C>(sink - mx) : C(0);
-            const C sink_e = total;
-            for (int64_t j = 0; j < Tk; ++j) {
-              row[j] = exp_of<C>(row[j] - mx);
-              total += row[j];
-            }
-            const C inv = C(1) / total;
-            for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
-            if (sink_p != nullptr) sink_p[i] = sink_e * inv;
-          }
-        });
+    // Rows run on this thread: between two BLAS calls the pool would fight
+    // OpenBLAS's still-spinning threads for the cores.
+    for (int64_t i = 0; i < Tq; ++i) {
+      C* row = P + i * Tk;
+      if (mask != nullptr) {
+        const Strides& st = mask->strides();
+        const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
+        if (mask->dtype() == bool_) {
+          const bool* m = mask->data<bool>() + base;
+          for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : neg_inf;
+        } else {
+          dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
+            using M = decltype(mt);
+            const M* m = mask->data<M>() + base;
+            for (int64_t j = 0; j < Tk; ++j) row[j] += static_cast<C>(m[j * st[3]]);
+          });
+        }
+      }
+      if (causal) {
+        const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
+        for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = neg_inf;
+      }
+      const C mx = std::max(sink, lane_max(row, Tk));
+      const C sink_e = has_sinks ? exp_of<C>(sink - mx) : C(0);
+      for (int64_t j = 0; j < Tk; ++j) row[j] = exp_of<C>(row[j] - mx);
+      const C inv = C(1) / (sink_e + lane_sum(row, Tk));
+      for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
+      if (sink_p != nullptr) sink_p[i] = sink_e * inv;
+    }
+  }
+
+  // Small heads run in parallel on the pool (each BLAS call then runs on its
+  // own thread, as OpenBLAS does below its threading threshold); large ones
+  // one after another, each product threaded by OpenBLAS.
+  template <typename F>
+  void for_each(int64_t count, int64_t per_item_work, F&& f) const {
+    if (per_item_work <= (int64_t{1} << 18) && cpu::num_threads() > 1) {
+      cpu::parallel_for(count, 1, [&](size_t b, size_t e) { f(b, e); });
+    } else {
+      f(0, count);
+    }
   }
 };
 
@@ -359,13 +396,14 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
     using T = decltype(tag);
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
-    std::vector<C> P(a.Tq * a.Tk), O(a.Tq * a.Dv);
     T* po = out.data<T>();
-    for (int64_t b = 0; b < a.B; ++b) {
-      for (int64_t h = 0; h < a.Nq; ++h) {
+    a.for_each(a.B * a.Nq, a.Tq * a.Tk * a.D, [&](size_t begin, size_t end) {
+      std::vector<C> P(a.Tq * a.Tk), O(std::is_same_v<T, C> ? 0 : a.Tq * a.Dv);
+      for (size_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / a.Nq, h = bh % a.Nq;
         a.probabilities(b, h, P.data(), nullptr);
         const C* V = a.v.ptr + (b * a.Nkv + h / a.groups) * a.Tk * a.Dv;
-        T* dst = po + (b * a.Nq + h) * a.Tq * a.Dv;
+        T* dst = po + bh * a.Tq * a.Dv;
         if constexpr (std::is_same_v<T, C>) {
           gemm<C>(false, false, a.Tq, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), dst, a.Dv);
         } else {
@@ -374,7 +412,7 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
           store(O.data(), dst, O.size());
         }
       }
-    }
+    });
   });
 }
 
@@ -391,43 +429,47 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
     Dense<C> dO = dense<T, C>(inputs[n - 1]);
     std::vector<C> dq(a.B * a.Nq * a.Tq * a.D), dk(a.B * a.Nkv * a.Tk * a.D, C(0)),
         dv(a.B * a.Nkv * a.Tk * a.Dv, C(0)), dsinks(a.Nq, C(0));
-    std::vector<C> P(a.Tq * a.Tk), dP(a.Tq * a.Tk), rowdot(a.Tq), sink_p(a.Tq);
-    for (int64_t b = 0; b < a.B; ++b) {
-      for (int64_t h = 0; h < a.Nq; ++h) {
-        const int64_t hk = h / a.groups;
-        a.probabilities(b, h, P.data(), a.has_sinks ? sink_p.data() : nullptr);
-        const C* Q = a.q.ptr + (b * a.Nq + h) * a.Tq * a.D;
-        const C* K = a.k.ptr + (b * a.Nkv + hk) * a.Tk * a.D;
-        const C* V = a.v.ptr + (b * a.Nkv + hk) * a.Tk * a.Dv;
-        const C* Oh = O.ptr + (b * a.Nq + h) * a.Tq * a.Dv;
-        const C* dOh = dO.ptr + (b * a.Nq + h) * a.Tq * a.Dv;
-        C* dK = dk.data() + (b * a.Nkv + hk) * a.Tk * a.D;
-        C* dV = dv.data() + (b * a.Nkv + hk) * a.Tk * a.Dv;
-        // dV += P^T dO; dP = dO V^T.
-        gemm<C>(true, false, a.Tk, a.Dv, a.Tq, C(1), P.data(), a.Tk, dOh, a.Dv, C(1), dV, a.Dv);
-        gemm<C>(false, true, a.Tq, a.Tk, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), a.Tk);
-        // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
-        cpu::parallel_for(a.Tq, std::max<int64_t>(1, 8192 / std::max<int64_t>(a.Tk, 1)),
-                          [&](size_t r0, size_t r1) {
-                            for (size_t i = r0; i < r1; ++i) {
-                              C d = 0;
-                              for (int64_t j = 0; j < a.Dv; ++j)
-                                d += dOh[i * a.Dv + j] * Oh[i * a.Dv + j];
-                              rowdot[i] = d;
-                              C* prow = P.data() + i * a.Tk;
-                              C* drow = dP.data() + i * a.Tk;
-                              for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
-                            }
-                          });
-        if (a.has_sinks) {
-          for (int64_t i = 0; i < a.Tq; ++i) dsinks[h] -= sink_p[i] * rowdot[i];
+    std::vector<C> dsink_parts(a.B * a.Nq, C(0));
+    // One task per (batch, kv head): the query heads sharing it add into
+    // its dK and dV in turn, so no two tasks write the same memory.
+    a.for_each(a.B * a.Nkv, a.Tq * a.Tk * a.D, [&](size_t begin, size_t end) {
+      std::vector<C> P(a.Tq * a.Tk), dP(a.Tq * a.Tk), rowdot(a.Tq), sink_p(a.Tq);
+      for (size_t bk = begin; bk < end; ++bk) {
+        const int64_t b = bk / a.Nkv, hk = bk % a.Nkv;
+        for (int64_t h = hk * a.groups; h < (hk + 1) * a.groups; ++h) {
+          a.probabilities(b, h, P.data(), a.has_sinks ? sink_p.data() : nullptr);
+          const C* Q = a.q.ptr + (b * a.Nq + h) * a.Tq * a.D;
+          const C* K = a.k.ptr + bk * a.Tk * a.D;
+          const C* V = a.v.ptr + bk * a.Tk * a.Dv;
+          const C* Oh = O.ptr + (b * a.Nq + h) * a.Tq * a.Dv;
+          const C* dOh = dO.ptr + (b * a.Nq + h) * a.Tq * a.Dv;
+          C* dK = dk.data() + bk * a.Tk * a.D;
+          C* dV = dv.data() + bk * a.Tk * a.Dv;
+          // dV += P^T dO; dP = dO V^T.
+          gemm<C>(true, false, a.Tk, a.Dv, a.Tq, C(1), P.data(), a.Tk, dOh, a.Dv, C(1), dV, a.Dv);
+          gemm<C>(false, true, a.Tq, a.Tk, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), a.Tk);
+          // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
+          for (int64_t i = 0; i < a.Tq; ++i) {
+            C d = 0;
+            for (int64_t j = 0; j < a.Dv; ++j) d += dOh[i * a.Dv + j] * Oh[i * a.Dv + j];
+            rowdot[i] = d;
+            const C* prow = P.data() + i * a.Tk;
+            C* drow = dP.data() + i * a.Tk;
+            for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
+          }
+          if (a.has_sinks) {
+            for (int64_t i = 0; i < a.Tq; ++i) dsink_parts[b * a.Nq + h] -= sink_p[i] * rowdot[i];
+          }
+          // dQ = scale dS K; dK += scale dS^T Q.
+          gemm<C>(false, false, a.Tq, a.D, a.Tk, static_cast<C>(scale_), dP.data(), a.Tk, K, a.D,
+                  C(0), dq.data() + (b * a.Nq + h) * a.Tq * a.D, a.D);
+          gemm<C>(true, false, a.Tk, a.D, a.Tq, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D,
+                  C(1), dK, a.D);
         }
-        // dQ = scale dS K; dK += scale dS^T Q.
-        gemm<C>(false, false, a.Tq, a.D, a.Tk, static_cast<C>(scale_), dP.data(), a.Tk, K, a.D,
-                C(0), dq.data() + (b * a.Nq + h) * a.Tq * a.D, a.D);
-        gemm<C>(true, false, a.Tk, a.D, a.Tq, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D, C(1),
-                dK, a.D);
       }
+    });
+    for (int64_t b = 0; b < a.B; ++b) {
+      for (int64_t h = 0; h < a.Nq; ++h) dsinks[h] += dsink_parts[b * a.Nq + h];
     }
     store(dq.data(), outputs[0].data<T>(), dq.size());
     store(dk.data(), outputs[1].data<T>(), dk.size());
