@@ -243,6 +243,34 @@ void configure_blas() {
   std::call_once(once, [] { cpu::blas::library().set_num_threads(cpu::num_threads()); });
 }
 
+// Holds OpenBLAS to one thread while any attention kernel runs its heads
+// in parallel (OpenBLAS 0.3.21 has no per-call thread count); the count is
+// restored when the last one ends. A product on another stream meanwhile
+// runs single-threaded, never wrongly.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex());
+    if (depth()++ == 0) cpu::blas::library().set_num_threads(1);
+  }
+  ~SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex());
+    if (--depth() == 0) cpu::blas::library().set_num_threads(cpu::num_threads());
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static int& depth() {
+    static int d = 0;
+    return d;
+  }
+};
+
 template <typename C>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, C alpha, const C* a, int64_t lda,
           const C* b, int64_t ldb, C beta, C* c, int64_t ldc) {
@@ -337,12 +365,16 @@ struct Attention {
     }
   }
 
-  // Small heads run in parallel on the pool (each BLAS call then runs on its
-  // own thread, as OpenBLAS does below its threading threshold); large ones
-  // one after another, each product threaded by OpenBLAS.
+  // With at least as many heads as pool threads, heads run in parallel, each
+  // thread doing its heads' products and rows alone (OpenBLAS is held to one
+  // thread meanwhile): no core waits while another runs a product, and no
+  // pool thread competes with OpenBLAS's threads. Fewer heads run one after
+  // another, each product threaded by OpenBLAS.
   template <typename F>
-  void for_each(int64_t count, int64_t per_item_work, F&& f) const {
-    if (per_item_work <= (int64_t{1} << 18) && cpu::num_threads() > 1) {
+  void for_each(int64_t count, F&& f) const {
+    const int threads = cpu::num_threads();
+    if (threads > 1 && count >= threads) {
+      SingleThreadedBlas guard;
       cpu::parallel_for(count, 1, [&](size_t b, size_t e) { f(b, e); });
     } else {
       f(0, count);
@@ -397,7 +429,7 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
     T* po = out.data<T>();
-    a.for_each(a.B * a.Nq, a.Tq * a.Tk * a.D, [&](size_t begin, size_t end) {
+    a.for_each(a.B * a.Nq, [&](size_t begin, size_t end) {
       std::vector<C> P(a.Tq * a.Tk), O(std::is_same_v<T, C> ? 0 : a.Tq * a.Dv);
       for (size_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / a.Nq, h = bh % a.Nq;
@@ -432,7 +464,7 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
     std::vector<C> dsink_parts(a.B * a.Nq, C(0));
     // One task per (batch, kv head): the query heads sharing it add into
     // its dK and dV in turn, so no two tasks write the same memory.
-    a.for_each(a.B * a.Nkv, a.Tq * a.Tk * a.D, [&](size_t begin, size_t end) {
+    a.for_each(a.B * a.Nkv, [&](size_t begin, size_t end) {
       std::vector<C> P(a.Tq * a.Tk), dP(a.Tq * a.Tk), rowdot(a.Tq), sink_p(a.Tq);
       for (size_t bk = begin; bk < end; ++bk) {
         const int64_t b = bk / a.Nkv, hk = bk % a.Nkv;
