@@ -415,3 +415,36 @@ def test_fast_ops_do_not_leak():
     gc.collect()
     mx.synchronize()
     assert mx.get_active_memory() == base
+
+
+# --- transforms through the composite: vmap and jvp ------------------------------------
+
+
+def test_fast_ops_vmap_matches_a_loop():
+    xs = mx.array(randn(3, 2, 4, 5, 8))
+    ops = {
+        "sdpa": lambda a: mx.fast.scaled_dot_product_attention(a, a, a, scale=0.3, mask="causal"),
+        "rope": lambda a: mx.fast.rope(a, 8, traditional=False, base=10.0, scale=1.0, offset=1),
+        "rms": lambda a: mx.fast.rms_norm(a, None, 1e-5),
+        "ce": lambda a: mx.fast.cross_entropy(a, mx.zeros(a.shape[:-1], dtype=mx.int32)),
+        "gdn": lambda a: mx.fast.gated_delta_update(a, a * 0.3, a, mx.sigmoid(a[..., 0]), mx.sigmoid(a[..., 1]))[0],
+    }
+    for name, f in ops.items():
+        got = mx.vmap(f)(xs)
+        expected = mx.stack([f(xs[i]) for i in range(3)])
+        close(got, np.array(expected), 1e-4, 1e-4)
+
+
+def test_fast_ops_jvp_matches_finite_differences():
+    x = mx.array(randn(2, 4, 5, 8))
+    t = mx.array(randn(2, 4, 5, 8))
+    ops = [
+        lambda a: mx.fast.scaled_dot_product_attention(a, a, a, scale=0.3),
+        lambda a: mx.fast.rope(a, 8, traditional=True, base=10.0, scale=1.0, offset=1),
+        lambda a: mx.fast.layer_norm(a, None, None, 1e-5),
+    ]
+    h = 1e-3
+    for f in ops:
+        _, (tangent,) = mx.jvp(f, [x], [t])
+        fd = (np.array(f(x + h * t), np.float64) - np.array(f(x - h * t), np.float64)) / (2 * h)
+        close(tangent, fd, 2e-2, 2e-2)
