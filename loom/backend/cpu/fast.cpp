@@ -328,16 +328,19 @@ struct Attention {
   const array* mask = nullptr;
 
   // P (Tq x Tk) of head (b, h), and the sink's probability per row if any.
-  void probabilities(int64_t b, int64_t h, C* P, C* sink_p) const {
-    const C* Q = q.ptr + (b * Nq + h) * Tq * D;
+  // Rows [i0, i0 + rows) of it: a block of queries whose scores stay in
+  // cache between the products around the softmax.
+  void probabilities(int64_t b, int64_t h, int64_t i0, int64_t rows, C* P, C* sink_p) const {
+    const C* Q = q.ptr + ((b * Nq + h) * Tq + i0) * D;
     const C* K = k.ptr + (b * Nkv + h / groups) * Tk * D;
-    gemm<C>(false, true, Tq, Tk, D, static_cast<C>(scale), Q, D, K, D, C(0), P, Tk);
+    gemm<C>(false, true, rows, Tk, D, static_cast<C>(scale), Q, D, K, D, C(0), P, Tk);
     const C neg_inf = -std::numeric_limits<C>::infinity();
     const C sink = has_sinks ? sinks.ptr[h] : neg_inf;
     // Rows run on this thread: between two BLAS calls the pool would fight
     // OpenBLAS's still-spinning threads for the cores.
-    for (int64_t i = 0; i < Tq; ++i) {
-      C* row = P + i * Tk;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      C* row = P + r * Tk;
       if (mask != nullptr) {
         const Strides& st = mask->strides();
         const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
@@ -361,8 +364,14 @@ struct Attention {
       for (int64_t j = 0; j < Tk; ++j) row[j] = exp_of<C>(row[j] - mx);
       const C inv = C(1) / (sink_e + lane_sum(row, Tk));
       for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
-      if (sink_p != nullptr) sink_p[i] = sink_e * inv;
+      if (sink_p != nullptr) sink_p[r] = sink_e * inv;
     }
+  }
+
+  // Query rows per block: about 512 KiB of scores, so a block fits in L2.
+  int64_t block_rows() const {
+    const int64_t rows = std::max<int64_t>(16, (int64_t{1} << 17) / std::max<int64_t>(Tk, 1));
+    return std::min(rows, std::max<int64_t>(Tq, 1));
   }
 
   // With at least as many heads as pool threads, heads run in parallel, each
@@ -430,18 +439,22 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
     T* po = out.data<T>();
     a.for_each(a.B * a.Nq, [&](size_t begin, size_t end) {
-      std::vector<C> P(a.Tq * a.Tk), O(std::is_same_v<T, C> ? 0 : a.Tq * a.Dv);
+      const int64_t block = a.block_rows();
+      std::vector<C> P(block * a.Tk), O(std::is_same_v<T, C> ? 0 : block * a.Dv);
       for (size_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / a.Nq, h = bh % a.Nq;
-        a.probabilities(b, h, P.data(), nullptr);
         const C* V = a.v.ptr + (b * a.Nkv + h / a.groups) * a.Tk * a.Dv;
-        T* dst = po + bh * a.Tq * a.Dv;
-        if constexpr (std::is_same_v<T, C>) {
-          gemm<C>(false, false, a.Tq, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), dst, a.Dv);
-        } else {
-          gemm<C>(false, false, a.Tq, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), O.data(),
-                  a.Dv);
-          store(O.data(), dst, O.size());
+        for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
+          const int64_t rows = std::min(block, a.Tq - i0);
+          a.probabilities(b, h, i0, rows, P.data(), nullptr);
+          T* dst = po + (bh * a.Tq + i0) * a.Dv;
+          if constexpr (std::is_same_v<T, C>) {
+            gemm<C>(false, false, rows, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), dst, a.Dv);
+          } else {
+            gemm<C>(false, false, rows, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), O.data(),
+                    a.Dv);
+            store(O.data(), dst, rows * a.Dv);
+          }
         }
       }
     });
@@ -465,38 +478,45 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
     // One task per (batch, kv head): the query heads sharing it add into
     // its dK and dV in turn, so no two tasks write the same memory.
     a.for_each(a.B * a.Nkv, [&](size_t begin, size_t end) {
-      std::vector<C> P(a.Tq * a.Tk), dP(a.Tq * a.Tk), rowdot(a.Tq), sink_p(a.Tq);
+      const int64_t block = a.block_rows();
+      std::vector<C> P(block * a.Tk), dP(block * a.Tk), rowdot(block), sink_p(block);
       for (size_t bk = begin; bk < end; ++bk) {
         const int64_t b = bk / a.Nkv, hk = bk % a.Nkv;
+        const C* K = a.k.ptr + bk * a.Tk * a.D;
+        const C* V = a.v.ptr + bk * a.Tk * a.Dv;
+        C* dK = dk.data() + bk * a.Tk * a.D;
+        C* dV = dv.data() + bk * a.Tk * a.Dv;
         for (int64_t h = hk * a.groups; h < (hk + 1) * a.groups; ++h) {
-          a.probabilities(b, h, P.data(), a.has_sinks ? sink_p.data() : nullptr);
-          const C* Q = a.q.ptr + (b * a.Nq + h) * a.Tq * a.D;
-          const C* K = a.k.ptr + bk * a.Tk * a.D;
-          const C* V = a.v.ptr + bk * a.Tk * a.Dv;
-          const C* Oh = O.ptr + (b * a.Nq + h) * a.Tq * a.Dv;
-          const C* dOh = dO.ptr + (b * a.Nq + h) * a.Tq * a.Dv;
-          C* dK = dk.data() + bk * a.Tk * a.D;
-          C* dV = dv.data() + bk * a.Tk * a.Dv;
-          // dV += P^T dO; dP = dO V^T.
-          gemm<C>(true, false, a.Tk, a.Dv, a.Tq, C(1), P.data(), a.Tk, dOh, a.Dv, C(1), dV, a.Dv);
-          gemm<C>(false, true, a.Tq, a.Tk, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), a.Tk);
-          // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
-          for (int64_t i = 0; i < a.Tq; ++i) {
-            C d = 0;
-            for (int64_t j = 0; j < a.Dv; ++j) d += dOh[i * a.Dv + j] * Oh[i * a.Dv + j];
-            rowdot[i] = d;
-            const C* prow = P.data() + i * a.Tk;
-            C* drow = dP.data() + i * a.Tk;
-            for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
+          for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
+            const int64_t rows = std::min(block, a.Tq - i0);
+            a.probabilities(b, h, i0, rows, P.data(), a.has_sinks ? sink_p.data() : nullptr);
+            const int64_t at = (b * a.Nq + h) * a.Tq + i0; // first row of the block
+            const C* Q = a.q.ptr + at * a.D;
+            const C* Oh = O.ptr + at * a.Dv;
+            const C* dOh = dO.ptr + at * a.Dv;
+            // dV += P^T dO; dP = dO V^T.
+            gemm<C>(true, false, a.Tk, a.Dv, rows, C(1), P.data(), a.Tk, dOh, a.Dv, C(1), dV, a.Dv);
+            gemm<C>(false, true, rows, a.Tk, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), a.Tk);
+            // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
+            for (int64_t r = 0; r < rows; ++r) {
+              C d = 0;
+              for (int64_t j = 0; j < a.Dv; ++j) d += dOh[r * a.Dv + j] * Oh[r * a.Dv + j];
+              rowdot[r] = d;
+              const C* prow = P.data() + r * a.Tk;
+              C* drow = dP.data() + r * a.Tk;
+              for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
+            }
+            if (a.has_sinks) {
+              for (int64_t r = 0; r < rows; ++r) {
+                dsink_parts[b * a.Nq + h] -= sink_p[r] * rowdot[r];
+              }
+            }
+            // dQ = scale dS K; dK += scale dS^T Q.
+            gemm<C>(false, false, rows, a.D, a.Tk, static_cast<C>(scale_), dP.data(), a.Tk, K, a.D,
+                    C(0), dq.data() + at * a.D, a.D);
+            gemm<C>(true, false, a.Tk, a.D, rows, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D,
+                    C(1), dK, a.D);
           }
-          if (a.has_sinks) {
-            for (int64_t i = 0; i < a.Tq; ++i) dsink_parts[b * a.Nq + h] -= sink_p[i] * rowdot[i];
-          }
-          // dQ = scale dS K; dK += scale dS^T Q.
-          gemm<C>(false, false, a.Tq, a.D, a.Tk, static_cast<C>(scale_), dP.data(), a.Tk, K, a.D,
-                  C(0), dq.data() + (b * a.Nq + h) * a.Tq * a.D, a.D);
-          gemm<C>(true, false, a.Tk, a.D, a.Tq, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D,
-                  C(1), dK, a.D);
         }
       }
     });
