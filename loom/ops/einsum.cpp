@@ -1,6 +1,7 @@
 // einsum. Labels are ints: a letter is its character code, the broadcast
 // axes of "..." are 256 + i (so they sort before nothing and never clash).
-// The contraction order is NumPy's greedy rule (MLX reports the same path):
+// The contraction order is MLX's greedy rule (NumPy's, but for outer
+// products, see greedy_path):
 // at each step the pair whose result removes the most elements, ties broken
 // by the lower cost, then by the first found; a pair whose intermediate would
 // exceed the largest input or output is not taken. Each pairwise step is one
@@ -257,10 +258,10 @@ std::vector<std::vector<int>> greedy_path(std::vector<LabelSet> sets, const Labe
       if (!disjoint(sets[x], sets[y])) consider(x, y);
     }
     if (known.empty()) {
-      // Only outer products remain possible.
-      for (int i = 0; i < static_cast<int>(sets.size()); ++i) {
-        for (int j = i + 1; j < static_cast<int>(sets.size()); ++j) consider(i, j);
-      }
+      // Only outer products remain: MLX rescans the same pairs (all of them
+      // at the first step, those with the newest tensor later), where NumPy
+      // rescans every pair.
+      for (auto [x, y] : pairs) consider(x, y);
       if (known.empty()) {
         std::vector<int> all(sets.size());
         for (size_t i = 0; i < sets.size(); ++i) all[i] = static_cast<int>(i);

@@ -171,6 +171,13 @@ def test_einsum_path_reports_as_mlx():
     assert path == [(0, 1)] * 4
     path, report = mx.einsum_path("ii", mx.ones((3, 3)))
     assert path == [(0,)] and "Naive FLOP count:  6\n" in report
+    # Outer products only: MLX rescans the pairs with the newest tensor
+    # (NumPy would take (0, 1) in both).
+    path, _ = mx.einsum_path("a,d,df,e->fea", mx.ones(3), mx.ones(5), mx.ones((5, 3)), mx.ones(1))
+    assert path == [(1, 2), (1, 2), (0, 1)]
+    shapes = [(2, 3, 2), (5, 6), (2, 3, 2), (2,)]
+    path, _ = mx.einsum_path("cfc,ab,dge,c->f", *[mx.ones(s) for s in shapes])
+    assert path == [(0, 3), (0, 2), (0, 1)]
 
 
 def test_einsum_errors():
