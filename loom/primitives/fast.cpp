@@ -299,7 +299,9 @@ std::vector<array> ScaledDotProductAttention::composite(const std::vector<array>
   }
   array scores = astype(multiply(matmul(q, swapaxes(k, -1, -2, s), s), array(scale_, q.dtype()), s),
                         float32, s);
-  const float neg_inf = -std::numeric_limits<float>::infinity();
+  // Masked scores take the lowest finite value (MLX's choice: a fully
+  // masked row weighs its keys equally rather than becoming NaN).
+  const float masked = std::numeric_limits<float>::lowest();
   const int Tq = q.shape(2);
   const int Tk = k.shape(2);
   size_t next = 3;
@@ -307,10 +309,10 @@ std::vector<array> ScaledDotProductAttention::composite(const std::vector<array>
     array rows = reshape(arange(0, Tq, 1, s), {Tq, 1}, s);
     array cols = reshape(arange(0, Tk, 1, s), {1, Tk}, s);
     array keep = less_equal(cols, add(rows, array(Tk - Tq), s), s);
-    scores = where(keep, scores, array(neg_inf), s);
+    scores = where(keep, scores, array(masked), s);
   } else if (mask_mode_ == "array") {
     const array& m = inputs[next++];
-    scores = m.dtype() == bool_ ? where(m, scores, array(neg_inf), s)
+    scores = m.dtype() == bool_ ? where(m, scores, array(masked), s)
                                 : add(scores, astype(m, float32, s), s);
   }
   if (has_sinks_) {

@@ -464,3 +464,22 @@ def test_sdpa_many_query_blocks():
     args = (mx.array(q), mx.array(k), mx.array(v))
     for a, e in zip(mx.grad(f, argnums=(0, 1, 2))(*args), mx.grad(g, argnums=(0, 1, 2))(*args)):
         close(a, np.array(e), 1e-4, 1e-4)
+
+
+def test_sdpa_fully_masked_rows_weigh_keys_equally():
+    # MLX masks with the lowest finite value: a row with every key masked
+    # averages the values (or, with a sink, gives everything to the sink).
+    v = mx.arange(8.0).reshape(1, 1, 2, 4)
+    q, k = mx.ones((1, 1, 3, 4)), mx.ones((1, 1, 2, 4))
+    expected = [[2, 3, 4, 5], [0, 1, 2, 3], [2, 3, 4, 5]]
+    got = mx.fast.scaled_dot_product_attention(q, k, v, scale=1.0, mask="causal")
+    np.testing.assert_allclose(np.array(got)[0, 0], expected, atol=1e-6)
+    m = mx.array([[False, False], [True, False], [True, True]])
+    got = mx.fast.scaled_dot_product_attention(q, k, v, scale=1.0, mask=m)
+    np.testing.assert_allclose(np.array(got)[0, 0], expected, atol=1e-6)
+    got = mx.fast.scaled_dot_product_attention(
+        q[:, :, :1] * 3, mx.eye(4)[None, None, :2], v, scale=1.0,
+        mask=mx.array([[False, False]]), sinks=mx.array([0.5]))
+    np.testing.assert_allclose(np.array(got), np.zeros((1, 1, 1, 4)), atol=1e-6)
+    got = mx.fast.scaled_dot_product_attention(q, k[:, :, :0], v[:, :, :0], scale=1.0)
+    np.testing.assert_array_equal(np.array(got), np.zeros((1, 1, 3, 4)))

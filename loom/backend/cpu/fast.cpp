@@ -334,8 +334,11 @@ struct Attention {
     const C* Q = q.ptr + ((b * Nq + h) * Tq + i0) * D;
     const C* K = k.ptr + (b * Nkv + h / groups) * Tk * D;
     gemm<C>(false, true, rows, Tk, D, static_cast<C>(scale), Q, D, K, D, C(0), P, Tk);
-    const C neg_inf = -std::numeric_limits<C>::infinity();
-    const C sink = has_sinks ? sinks.ptr[h] : neg_inf;
+    // Boolean and causal masks write the lowest finite value, as MLX does: a
+    // row with every key masked then weighs them equally (or gives all its
+    // weight to a sink) instead of turning into NaN.
+    const C masked = std::numeric_limits<C>::lowest();
+    const C sink = has_sinks ? sinks.ptr[h] : -std::numeric_limits<C>::infinity();
     // Rows run on this thread: between two BLAS calls the pool would fight
     // OpenBLAS's still-spinning threads for the cores.
     for (int64_t r = 0; r < rows; ++r) {
@@ -346,7 +349,7 @@ struct Attention {
         const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
         if (mask->dtype() == bool_) {
           const bool* m = mask->data<bool>() + base;
-          for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : neg_inf;
+          for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : masked;
         } else {
           dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
             using M = decltype(mt);
@@ -357,7 +360,7 @@ struct Attention {
       }
       if (causal) {
         const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
-        for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = neg_inf;
+        for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = masked;
       }
       const C mx = std::max(sink, lane_max(row, Tk));
       const C sink_e = has_sinks ? exp_of<C>(sink - mx) : C(0);
