@@ -99,6 +99,10 @@ class Framework:
         """Return the feature ``what`` or raise Pending/NotApplicable."""
         raise NotApplicable(f"{self.name} has no {what}")
 
+    def sdpa(self, q, k, v, scale):
+        """The library's fused attention, softmax(scale q k^T) v."""
+        raise self.unsupported("fused attention")
+
     def unsupported(self, what):
         return NotApplicable(f"{self.name} has no {what}")
 
@@ -245,6 +249,9 @@ class MlxFamily(Framework):
 
     def value_and_grad(self, fn):
         return self.need("value_and_grad")(fn)
+
+    def sdpa(self, q, k, v, scale):
+        return self.need("fast.scaled_dot_product_attention")(q, k, v, scale=scale)
 
     def random_normal(self, shape):
         return self.need("random.normal")(shape)
@@ -430,6 +437,9 @@ class TorchFw(Framework):
 
     def vmap(self, fn, in_axes):
         return self.torch.vmap(fn, in_dims=in_axes)
+
+    def sdpa(self, q, k, v, scale):
+        return self.torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
 
     def value_and_grad(self, fn):
         torch = self.torch

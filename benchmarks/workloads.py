@@ -450,6 +450,38 @@ def build_transformer(batch, length, dim, heads, hidden, compiled=False):
     return build
 
 
+def build_attention(batch, heads, length, head_dim, fused):
+    """Forward and backward of softmax(q k^T / sqrt(d)) v: the library's fused
+    attention, or the same function written with core ops."""
+
+    def build(fw):
+        scale = 1.0 / math.sqrt(head_dim)
+        shape = (batch, heads, length, head_dim)
+        q, k, v = fw.randn(shape), fw.randn(shape), fw.randn(shape)
+
+        def attention(q, k, v):
+            if fused:
+                return fw.sdpa(q, k, v, scale)
+            return fw.softmax((q @ fw.swapaxes(k, -1, -2)) * scale, axis=-1) @ v
+
+        if fused:
+            attention(q, k, v)  # raises NotApplicable before any timing
+
+        def loss(params):
+            out = attention(*params)
+            return fw.sum(out * out)
+
+        value_and_grad = fw.value_and_grad(loss)
+        return lambda: value_and_grad([q, k, v])
+
+    return build
+
+
+def attention_flops(batch, heads, length, head_dim):
+    forward = 4 * batch * heads * length * length * head_dim
+    return 3 * forward  # the backward is twice the forward
+
+
 def transformer_flops(batch, length, dim, heads, hidden):
     tokens = batch * length
     forward = 2 * tokens * (4 * dim * dim + 2 * dim * hidden) + 4 * batch * length * length * dim
@@ -549,6 +581,12 @@ def all_workloads(quick=False):
         flops=mlp_flops)
     add(f"{mlp_tag} Adam step", "training", build_mlp_adam_step(mlp_batch, dims),
         flops=mlp_flops, note="nn + optimizers (jax: Adam written with tree_map)")
+    att = (2, 8, 512, 64) if quick else (4, 8, 1024, 64)
+    att_tag = f"attention B{att[0]} H{att[1]} L{att[2]} D{att[3]} fwd+bwd"
+    add(f"{att_tag} fused", "training", build_attention(*att, fused=True),
+        flops=attention_flops(*att), note="mx.fast / torch scaled_dot_product_attention")
+    add(f"{att_tag} unfused", "training", build_attention(*att, fused=False),
+        flops=attention_flops(*att), note="softmax(q k^T) v from core ops")
     add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd", "training",
         build_transformer(*tb), flops=transformer_flops(*tb))
     add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd compiled", "training",

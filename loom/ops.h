@@ -7,6 +7,8 @@
 #include "loom/dtype.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/fast.h"
+#include "loom/ops/einsum.h"
 #include "loom/ops/indexing.h" // array indexing, sorting and scans
 #include "loom/ops/scan.h"
 #include "loom/ops/sort.h"
@@ -15,6 +17,7 @@
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
+#include "loom/ops/view.h"
 #include "loom/scheduler/scheduler.h"
 #include "loom/stream.h"
 #include "loom/transforms/transforms.h"

@@ -10,6 +10,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/gather.h"
@@ -379,6 +380,63 @@ array slice_update(const array& a, const array& update, const array& start_indic
     if (std::find(indexed.begin(), indexed.end(), d) == indexed.end()) perm.push_back(d);
   }
   return scatter(a, all_idx, transpose(upd, perm, s), indexed, s);
+}
+
+} // namespace loom
+
+namespace loom {
+
+array diagonal(const array& a, int offset, int axis1, int axis2, StreamOrDevice s) {
+  if (a.ndim() < 2) {
+    throw std::invalid_argument("[diagonal] Array must have at least two dimensions, but got " +
+                                std::to_string(a.ndim()) + " dimensions.");
+  }
+  auto bad_axis = [&](const char* name, int axis) {
+    return std::out_of_range(std::string("[diagonal] Invalid ") + name + " " +
+                             std::to_string(axis) + " for array with " + std::to_string(a.ndim()) +
+                             " dimensions.");
+  };
+  if (axis1 < -a.ndim() || axis1 >= a.ndim()) throw bad_axis("axis1", axis1);
+  if (axis2 < -a.ndim() || axis2 >= a.ndim()) throw bad_axis("axis2", axis2);
+  int ax1 = axis1 < 0 ? axis1 + a.ndim() : axis1;
+  int ax2 = axis2 < 0 ? axis2 + a.ndim() : axis2;
+  if (ax1 == ax2) throw std::invalid_argument("[diagonal] axis1 and axis2 cannot be the same axis");
+  const int64_t rows = a.shape()[ax1];
+  const int64_t cols = a.shape()[ax2];
+  const int64_t row0 = offset < 0 ? -static_cast<int64_t>(offset) : 0;
+  const int64_t col0 = offset > 0 ? offset : 0;
+  const int64_t n = std::max<int64_t>(0, std::min(rows - row0, cols - col0));
+  array r = arange(row0, row0 + n, 1, s);
+  array c = arange(col0, col0 + n, 1, s);
+  // gather puts the index axis first and keeps the other axes in order.
+  array g = gather(a, {r, c}, {ax1, ax2}, s);
+  return moveaxis(g, 0, -1, s);
+}
+
+array diag(const array& a, int k, StreamOrDevice s) {
+  if (a.ndim() == 2) return diagonal(a, k, 0, 1, s);
+  if (a.ndim() != 1) {
+    throw std::invalid_argument("[diag] array must be 1-D or 2-D, got array with " +
+                                std::to_string(a.ndim()) + " dimensions.");
+  }
+  const int64_t n = a.shape()[0];
+  const int64_t size = n + (k < 0 ? -static_cast<int64_t>(k) : k);
+  const int64_t row0 = k < 0 ? -static_cast<int64_t>(k) : 0;
+  const int64_t col0 = k > 0 ? k : 0;
+  array r = arange(row0, row0 + n, 1, s);
+  array c = arange(col0, col0 + n, 1, s);
+  Shape square{static_cast<int32_t>(size), static_cast<int32_t>(size)};
+  return scatter(zeros(square, a.dtype(), s), {r, c}, a, {0, 1}, s);
+}
+
+array trace(const array& a, int offset, int axis1, int axis2, std::optional<Dtype> dtype,
+            StreamOrDevice s) {
+  if (a.ndim() < 2) {
+    throw std::invalid_argument("[trace] Array must have at least two dimensions, but got " +
+                                std::to_string(a.ndim()) + " dimensions.");
+  }
+  array total = sum(diagonal(a, offset, axis1, axis2, s), -1, false, s);
+  return dtype ? astype(total, *dtype, s) : total;
 }
 
 } // namespace loom

@@ -4,6 +4,7 @@
 // evaluation (see primitives/gather.h).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "loom/array.h"
@@ -56,5 +57,18 @@ array slice(const array& a, const array& start_indices, std::vector<int> axes,
             const Shape& slice_size, StreamOrDevice s = {});
 array slice_update(const array& a, const array& update, const array& start_indices,
                    std::vector<int> axes, StreamOrDevice s = {});
+
+} // namespace loom
+
+namespace loom {
+
+// The diagonal at `offset` of the plane (axis1, axis2), moved to the last
+// axis (NumPy's and MLX's layout); a gather, so it differentiates by scatter.
+array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1, StreamOrDevice s = {});
+// 1-D input: the square matrix with `a` on its k-th diagonal; 2-D: its k-th diagonal.
+array diag(const array& a, int k = 0, StreamOrDevice s = {});
+// The sum of the diagonal (in `dtype` when given, else the sum's dtype).
+array trace(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1,
+            std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
 
 } // namespace loom

@@ -1,13 +1,16 @@
 #include "loom/ops/random.h"
 
 #include <chrono>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/sort.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/random.h"
 
@@ -97,8 +100,8 @@ array next_key() {
   }
   // A traced or unevaluated state (e.g. captured by compile) stays lazy.
   array pair = random::split(state, 2);
-  state = reshape(slice(pair, {0, 0}, {1, 2}, {1, 1}), {2});
-  return reshape(slice(pair, {1, 0}, {2, 2}, {1, 1}), {2});
+  state = reshape(slice(pair, Shape{0, 0}, Shape{1, 2}, Shape{1, 1}), {2});
+  return reshape(slice(pair, Shape{1, 0}, Shape{2, 2}, Shape{1, 1}), {2});
 }
 
 array split(const array& key, int num, StreamOrDevice s) {
@@ -229,6 +232,41 @@ array laplace(const Shape& shape, Dtype dtype, float loc, float scale,
       sign(c, s), log(subtract(array(1.0, dtype), multiply(array(2.0, dtype), abs(c, s), s), s), s),
       s);
   return add(multiply(x, array(scale, dtype), s), array(loc, dtype), s);
+}
+
+} // namespace loom::random
+
+namespace loom::random {
+
+// MLX's permutation: the order that sorts one batch of random bits.
+array permutation(int n, const std::optional<array>& key, StreamOrDevice s) {
+  if (n < 0) throw std::invalid_argument("[permutation] Negative size " + std::to_string(n) + ".");
+  return argsort(bits({n}, 4, key, s), 0, s);
+}
+
+array permutation(const array& x, int axis, const std::optional<array>& key, StreamOrDevice s) {
+  if (x.ndim() == 0) {
+    throw std::invalid_argument("[permutation] Cannot permute a 0-dimensional array.");
+  }
+  const int ax = normalize_axis(axis, x.ndim(), "permutation");
+  return take(x, permutation(x.shape(ax), key, s), ax, s);
+}
+
+// Inverse-CDF sampling between the bounds' normal CDFs (MLX's draws for a key).
+array truncated_normal(const array& lower, const array& upper, const std::optional<Shape>& shape,
+                       Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
+  if (!is_floating_point(dtype)) {
+    throw std::invalid_argument("[trunc_normal] trunc_normal only accepts floating point dtypes.");
+  }
+  Shape out_shape = shape ? *shape : broadcast_shapes(lower.shape(), upper.shape());
+  array sqrt2 = array(std::sqrt(2.0), dtype);
+  array lo = astype(lower, dtype, s);
+  array hi = astype(upper, dtype, s);
+  array a = erf(divide(lo, sqrt2, s), s);
+  array b = erf(divide(hi, sqrt2, s), s);
+  array u = uniform(a, b, out_shape, dtype, key, s);
+  array out = multiply(sqrt2, erfinv(u, s), s);
+  return maximum(minimum(hi, out, s), lo, s);
 }
 
 } // namespace loom::random

@@ -44,4 +44,14 @@ array categorical(const array& logits, int axis = -1,
 array laplace(const Shape& shape, Dtype dtype = float32, float loc = 0.0f, float scale = 1.0f,
               const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
+// A random order of arange(n) (uint32), or of x along `axis`.
+array permutation(int n, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array permutation(const array& x, int axis = 0, const std::optional<array>& key = std::nullopt,
+                  StreamOrDevice s = {});
+// Normal samples truncated to [lower, upper] (shape: the bounds' broadcast
+// unless given).
+array truncated_normal(const array& lower, const array& upper,
+                       const std::optional<Shape>& shape = std::nullopt, Dtype dtype = float32,
+                       const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+
 } // namespace loom::random

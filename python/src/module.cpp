@@ -18,6 +18,10 @@ namespace loom::bindings {
 void init_io(nb::module_& m);
 // take/sort/scan bindings and array.at (python/src/indexing_ops.cpp).
 void init_indexing_ops(nb::module_& m);
+// diag/einsum/view/depends/fp8 and random.permutation (python/src/ops_more.cpp).
+void init_ops_more(nb::module_& m);
+// The mx.fast submodule (python/src/fast.cpp).
+void init_fast(nb::module_& m);
 
 namespace {
 
@@ -133,6 +137,8 @@ NB_MODULE(core, m) {
   init_transforms(m);
   init_compile(m);
   init_io(m);
+  init_ops_more(m);
+  init_fast(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;

@@ -1,0 +1,636 @@
+// CPU kernels of mx.fast. Rows (normalisations, cross entropy) and heads
+// (attention, the delta rule) are independent and split across the intra-op
+// pool. Half precision is computed in float32 and rounded once at the end;
+// float64 in double. Attention runs per head as BLAS products around a
+// softmax over rows still in cache, forward and backward (scores are
+// recomputed in the backward pass rather than stored).
+#include "loom/primitives/fast.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include "loom/backend/cpu/blas.h"
+#include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/thread_pool.h"
+#include "loom/primitives/elementwise_scalar.h"
+#include "loom/types/dispatch.h"
+
+namespace loom {
+
+namespace {
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename Fn>
+void dispatch_float(Dtype d, const char* op, Fn&& fn) {
+  switch (d.val) {
+    case Dtype::Val::float32:
+      return fn(float{});
+    case Dtype::Val::float64:
+      return fn(double{});
+    case Dtype::Val::float16:
+      return fn(float16_t{});
+    case Dtype::Val::bfloat16:
+      return fn(bfloat16_t{});
+    default:
+      throw std::invalid_argument(std::string("[") + op + "] Unsupported dtype " + dtype_name(d) +
+                                  ".");
+  }
+}
+
+template <typename C>
+C exp_of(C v) {
+  if constexpr (std::is_same_v<C, float>) {
+    return scalar::exp_f32(v);
+  } else {
+    return std::exp(v);
+  }
+}
+
+size_t row_grain(size_t n) {
+  return std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(n, 1));
+}
+
+// A contiguous copy of `a` in the compute type C (a view when it already is).
+template <typename C>
+struct Dense {
+  std::vector<C> owned;
+  const C* ptr = nullptr;
+};
+
+template <typename T, typename C>
+Dense<C> dense(const array& a) {
+  Dense<C> d;
+  array c = cpu::ensure_row_contiguous(a);
+  if constexpr (std::is_same_v<T, C>) {
+    if (c.data_shared_ptr() == a.data_shared_ptr()) {
+      d.ptr = a.data<C>();
+      return d;
+    }
+    d.owned.assign(c.data<C>(), c.data<C>() + c.size());
+  } else {
+    const T* src = c.data<T>();
+    d.owned.resize(c.size());
+    for (size_t i = 0; i < c.size(); ++i) d.owned[i] = static_cast<C>(src[i]);
+  }
+  d.ptr = d.owned.data();
+  return d;
+}
+
+} // namespace
+
+// Normalisations --------------------------------------------------------------------
+
+void RMSNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array x = cpu::ensure_row_contiguous(inputs[0]);
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  const size_t n = x.shape(-1);
+  const size_t rows = x.size() / n;
+  dispatch_float(out.dtype(), "rms_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    std::vector<C> w(n, C(1));
+    if (has_weight_) {
+      array wa = cpu::ensure_row_contiguous(inputs[1]);
+      for (size_t j = 0; j < n; ++j) w[j] = static_cast<C>(wa.data<T>()[j]);
+    }
+    const C eps = static_cast<C>(eps_);
+    cpu::parallel_for(rows, row_grain(n), [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+        const T* xr = px + r * n;
+        T* yr = py + r * n;
+        C ss = 0;
+        for (size_t j = 0; j < n; ++j) {
+          C v = static_cast<C>(xr[j]);
+          ss += v * v;
+        }
+        const C inv = C(1) / std::sqrt(ss / static_cast<C>(n) + eps);
+        for (size_t j = 0; j < n; ++j) yr[j] = static_cast<T>(static_cast<C>(xr[j]) * inv * w[j]);
+      }
+    });
+  });
+}
+
+void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array x = cpu::ensure_row_contiguous(inputs[0]);
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  const size_t n = x.shape(-1);
+  const size_t rows = x.size() / n;
+  dispatch_float(out.dtype(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    std::vector<C> w(n, C(1)), bias(n, C(0));
+    size_t next = 1;
+    if (has_weight_) {
+      array wa = cpu::ensure_row_contiguous(inputs[next++]);
+      for (size_t j = 0; j < n; ++j) w[j] = static_cast<C>(wa.data<T>()[j]);
+    }
+    if (has_bias_) {
+      array ba = cpu::ensure_row_contiguous(inputs[next++]);
+      for (size_t j = 0; j < n; ++j) bias[j] = static_cast<C>(ba.data<T>()[j]);
+    }
+    const C eps = static_cast<C>(eps_);
+    cpu::parallel_for(rows, row_grain(n), [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+        const T* xr = px + r * n;
+        T* yr = py + r * n;
+        C total = 0;
+        for (size_t j = 0; j < n; ++j) total += static_cast<C>(xr[j]);
+        const C mu = total / static_cast<C>(n);
+        // The variance about the mean (a second pass: no cancellation).
+        C ss = 0;
+        for (size_t j = 0; j < n; ++j) {
+          C d = static_cast<C>(xr[j]) - mu;
+          ss += d * d;
+        }
+        const C inv = C(1) / std::sqrt(ss / static_cast<C>(n) + eps);
+        for (size_t j = 0; j < n; ++j) {
+          yr[j] = static_cast<T>((static_cast<C>(xr[j]) - mu) * inv * w[j] + bias[j]);
+        }
+      }
+    });
+  });
+}
+
+// RoPE -------------------------------------------------------------------------------
+
+void RoPE::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array x = cpu::ensure_row_contiguous(inputs[0]);
+  array offset = cpu::ensure_row_contiguous(inputs[1]);
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  const int64_t D = x.shape(-1);
+  const int64_t T = x.shape(-2);
+  const int64_t batch = x.shape(0);
+  const int64_t per_batch = x.size() / (batch * T * D); // the middle axes (heads)
+  const int half = dims_ / 2;
+  // Angles per (batch entry, position, frequency), in double then rounded,
+  // so that float32 matches the composite's float32 angles closely.
+  std::vector<float> inv_freq(half);
+  if (base_ > 0) {
+    for (int i = 0; i < half; ++i) {
+      inv_freq[i] = std::exp(static_cast<float>(i) * static_cast<float>(-std::log(base_) / half));
+    }
+  } else {
+    array f = cpu::ensure_row_contiguous(inputs[2]);
+    for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / f.data<float>()[i];
+  }
+  const bool per_entry = offset.size() != 1;
+  const int64_t tables = per_entry ? batch : 1;
+  std::vector<float> cos_t(tables * T * half), sin_t(tables * T * half);
+  const float sign = forward_ ? 1.0f : -1.0f;
+  for (int64_t b = 0; b < tables; ++b) {
+    const float off = static_cast<float>(offset.data<int32_t>()[b]);
+    for (int64_t t = 0; t < T; ++t) {
+      const float pos = (static_cast<float>(t) + off) * static_cast<float>(scale_);
+      for (int i = 0; i < half; ++i) {
+        const float theta = pos * inv_freq[i];
+        cos_t[(b * T + t) * half + i] = std::cos(theta);
+        sin_t[(b * T + t) * half + i] = sign * std::sin(theta);
+      }
+    }
+  }
+  const int64_t rows = batch * per_batch * T;
+  dispatch_float(out.dtype(), "rope", [&](auto tag) {
+    using T_ = decltype(tag);
+    using C = Acc<T_>;
+    const T_* px = x.data<T_>();
+    T_* py = out.data<T_>();
+    cpu::parallel_for(rows, row_grain(D), [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+        const int64_t t = static_cast<int64_t>(r) % T;
+        const int64_t entry = static_cast<int64_t>(r) / (T * per_batch);
+        const int64_t table = per_entry ? entry : 0;
+        const float* c = cos_t.data() + (table * T + t) * half;
+        const float* sn = sin_t.data() + (table * T + t) * half;
+        const T_* xr = px + r * D;
+        T_* yr = py + r * D;
+        for (int i = 0; i < half; ++i) {
+          const int64_t ia = traditional_ ? 2 * i : i;
+          const int64_t ib = traditional_ ? 2 * i + 1 : i + half;
+          const C a = static_cast<C>(xr[ia]);
+          const C bb = static_cast<C>(xr[ib]);
+          yr[ia] = static_cast<T_>(a * c[i] - bb * sn[i]);
+          yr[ib] = static_cast<T_>(a * sn[i] + bb * c[i]);
+        }
+        for (int64_t j = dims_; j < D; ++j) yr[j] = xr[j];
+      }
+    });
+  });
+}
+
+// Attention --------------------------------------------------------------------------
+
+namespace {
+
+void configure_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { cpu::blas::library().set_num_threads(cpu::num_threads()); });
+}
+
+// Holds OpenBLAS to one thread while any attention kernel runs its heads
+// in parallel (OpenBLAS 0.3.21 has no per-call thread count); the count is
+// restored when the last one ends. A product on another stream meanwhile
+// runs single-threaded, never wrongly.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex());
+    if (depth()++ == 0) cpu::blas::library().set_num_threads(1);
+  }
+  ~SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex());
+    if (--depth() == 0) cpu::blas::library().set_num_threads(cpu::num_threads());
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static int& depth() {
+    static int d = 0;
+    return d;
+  }
+};
+
+template <typename C>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, C alpha, const C* a, int64_t lda,
+          const C* b, int64_t ldb, C beta, C* c, int64_t ldc) {
+  const auto& blas = cpu::blas::library();
+  const CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE B = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<C, float>) {
+    blas.sgemm(CblasRowMajor, A, B, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    blas.dgemm(CblasRowMajor, A, B, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+// Reductions over a row in independent lanes, so that they vectorise (one
+// accumulator is a serial chain).
+template <typename C>
+C lane_max(const C* x, int64_t n) {
+  constexpr int64_t L = 16;
+  C lanes[L];
+  for (int64_t l = 0; l < L; ++l) lanes[l] = -std::numeric_limits<C>::infinity();
+  const int64_t full = n - n % L;
+  for (int64_t j = 0; j < full; j += L) {
+    for (int64_t l = 0; l < L; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
+  }
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = full; j < n; ++j) m = x[j] > m ? x[j] : m;
+  for (int64_t l = 0; l < L; ++l) m = lanes[l] > m ? lanes[l] : m;
+  return m;
+}
+
+template <typename C>
+C lane_sum(const C* x, int64_t n) {
+  constexpr int64_t L = 16;
+  C lanes[L] = {};
+  const int64_t full = n - n % L;
+  for (int64_t j = 0; j < full; j += L) {
+    for (int64_t l = 0; l < L; ++l) lanes[l] += x[j + l];
+  }
+  C total = 0;
+  for (int64_t j = full; j < n; ++j) total += x[j];
+  for (int64_t l = 0; l < L; ++l) total += lanes[l];
+  return total;
+}
+
+// What the forward and backward share: the inputs in the compute type and
+// the recomputation of one head's probabilities.
+template <typename C>
+struct Attention {
+  int64_t B, Nq, Nkv, Tq, Tk, D, Dv, groups;
+  float scale;
+  bool causal;
+  Dense<C> q, k, v, sinks;
+  bool has_sinks = false;
+  // The mask (bool or additive), a broadcast view of shape (B, Nq, Tq, Tk).
+  const array* mask = nullptr;
+
+  // P (Tq x Tk) of head (b, h), and the sink's probability per row if any.
+  // Rows [i0, i0 + rows) of it: a block of queries whose scores stay in
+  // cache between the products around the softmax.
+  void probabilities(int64_t b, int64_t h, int64_t i0, int64_t rows, C* P, C* sink_p) const {
+    const C* Q = q.ptr + ((b * Nq + h) * Tq + i0) * D;
+    const C* K = k.ptr + (b * Nkv + h / groups) * Tk * D;
+    gemm<C>(false, true, rows, Tk, D, static_cast<C>(scale), Q, D, K, D, C(0), P, Tk);
+    // Boolean and causal masks write the lowest finite value, as MLX does: a
+    // row with every key masked then weighs them equally (or gives all its
+    // weight to a sink) instead of turning into NaN.
+    const C masked = std::numeric_limits<C>::lowest();
+    const C sink = has_sinks ? sinks.ptr[h] : -std::numeric_limits<C>::infinity();
+    // Rows run on this thread: between two BLAS calls the pool would fight
+    // OpenBLAS's still-spinning threads for the cores.
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      C* row = P + r * Tk;
+      if (mask != nullptr) {
+        const Strides& st = mask->strides();
+        const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
+        if (mask->dtype() == bool_) {
+          const bool* m = mask->data<bool>() + base;
+          for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : masked;
+        } else {
+          dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
+            using M = decltype(mt);
+            const M* m = mask->data<M>() + base;
+            for (int64_t j = 0; j < Tk; ++j) row[j] += static_cast<C>(m[j * st[3]]);
+          });
+        }
+      }
+      if (causal) {
+        const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
+        for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = masked;
+      }
+      const C mx = std::max(sink, lane_max(row, Tk));
+      const C sink_e = has_sinks ? exp_of<C>(sink - mx) : C(0);
+      for (int64_t j = 0; j < Tk; ++j) row[j] = exp_of<C>(row[j] - mx);
+      const C inv = C(1) / (sink_e + lane_sum(row, Tk));
+      for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
+      if (sink_p != nullptr) sink_p[r] = sink_e * inv;
+    }
+  }
+
+  // Query rows per block: about 512 KiB of scores, so a block fits in L2.
+  int64_t block_rows() const {
+    const int64_t rows = std::max<int64_t>(16, (int64_t{1} << 17) / std::max<int64_t>(Tk, 1));
+    return std::min(rows, std::max<int64_t>(Tq, 1));
+  }
+
+  // With at least as many heads as pool threads, heads run in parallel, each
+  // thread doing its heads' products and rows alone (OpenBLAS is held to one
+  // thread meanwhile): no core waits while another runs a product, and no
+  // pool thread competes with OpenBLAS's threads. Fewer heads run one after
+  // another, each product threaded by OpenBLAS.
+  template <typename F>
+  void for_each(int64_t count, F&& f) const {
+    const int threads = cpu::num_threads();
+    if (threads > 1 && count >= threads) {
+      SingleThreadedBlas guard;
+      cpu::parallel_for(count, 1, [&](size_t b, size_t e) { f(b, e); });
+    } else {
+      f(0, count);
+    }
+  }
+};
+
+template <typename T, typename C>
+Attention<C> attention_inputs(const std::vector<array>& inputs, float scale,
+                              const std::string& mode, bool has_sinks) {
+  Attention<C> a;
+  const array& q = inputs[0];
+  const array& k = inputs[1];
+  const array& v = inputs[2];
+  a.B = q.shape(0);
+  a.Nq = q.shape(1);
+  a.Nkv = k.shape(1);
+  a.Tq = q.shape(2);
+  a.Tk = k.shape(2);
+  a.D = q.shape(3);
+  a.Dv = v.shape(3);
+  a.groups = a.Nq / a.Nkv;
+  a.scale = scale;
+  a.causal = mode == "causal";
+  a.q = dense<T, C>(q);
+  a.k = dense<T, C>(k);
+  a.v = dense<T, C>(v);
+  size_t next = 3;
+  if (mode == "array") a.mask = &inputs[next++];
+  if (has_sinks) {
+    a.sinks = dense<T, C>(inputs[next++]);
+    a.has_sinks = true;
+  }
+  return a;
+}
+
+template <typename T, typename C>
+void store(const C* src, T* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+}
+
+} // namespace
+
+void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
+                                         std::vector<array>& outputs) {
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  configure_blas();
+  dispatch_float(out.dtype(), "scaled_dot_product_attention", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
+    T* po = out.data<T>();
+    a.for_each(a.B * a.Nq, [&](size_t begin, size_t end) {
+      const int64_t block = a.block_rows();
+      std::vector<C> P(block * a.Tk), O(std::is_same_v<T, C> ? 0 : block * a.Dv);
+      for (size_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / a.Nq, h = bh % a.Nq;
+        const C* V = a.v.ptr + (b * a.Nkv + h / a.groups) * a.Tk * a.Dv;
+        for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
+          const int64_t rows = std::min(block, a.Tq - i0);
+          a.probabilities(b, h, i0, rows, P.data(), nullptr);
+          T* dst = po + (bh * a.Tq + i0) * a.Dv;
+          if constexpr (std::is_same_v<T, C>) {
+            gemm<C>(false, false, rows, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), dst, a.Dv);
+          } else {
+            gemm<C>(false, false, rows, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), O.data(),
+                    a.Dv);
+            store(O.data(), dst, rows * a.Dv);
+          }
+        }
+      }
+    });
+  });
+}
+
+void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
+                                            std::vector<array>& outputs) {
+  for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
+  configure_blas();
+  const size_t n = inputs.size();
+  dispatch_float(outputs[0].dtype(), "scaled_dot_product_attention", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
+    Dense<C> O = dense<T, C>(inputs[n - 2]);
+    Dense<C> dO = dense<T, C>(inputs[n - 1]);
+    std::vector<C> dq(a.B * a.Nq * a.Tq * a.D), dk(a.B * a.Nkv * a.Tk * a.D, C(0)),
+        dv(a.B * a.Nkv * a.Tk * a.Dv, C(0)), dsinks(a.Nq, C(0));
+    std::vector<C> dsink_parts(a.B * a.Nq, C(0));
+    // One task per (batch, kv head): the query heads sharing it add into
+    // its dK and dV in turn, so no two tasks write the same memory.
+    a.for_each(a.B * a.Nkv, [&](size_t begin, size_t end) {
+      const int64_t block = a.block_rows();
+      std::vector<C> P(block * a.Tk), dP(block * a.Tk), rowdot(block), sink_p(block);
+      for (size_t bk = begin; bk < end; ++bk) {
+        const int64_t b = bk / a.Nkv, hk = bk % a.Nkv;
+        const C* K = a.k.ptr + bk * a.Tk * a.D;
+        const C* V = a.v.ptr + bk * a.Tk * a.Dv;
+        C* dK = dk.data() + bk * a.Tk * a.D;
+        C* dV = dv.data() + bk * a.Tk * a.Dv;
+        for (int64_t h = hk * a.groups; h < (hk + 1) * a.groups; ++h) {
+          for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
+            const int64_t rows = std::min(block, a.Tq - i0);
+            a.probabilities(b, h, i0, rows, P.data(), a.has_sinks ? sink_p.data() : nullptr);
+            const int64_t at = (b * a.Nq + h) * a.Tq + i0; // first row of the block
+            const C* Q = a.q.ptr + at * a.D;
+            const C* Oh = O.ptr + at * a.Dv;
+            const C* dOh = dO.ptr + at * a.Dv;
+            // dV += P^T dO; dP = dO V^T.
+            gemm<C>(true, false, a.Tk, a.Dv, rows, C(1), P.data(), a.Tk, dOh, a.Dv, C(1), dV, a.Dv);
+            gemm<C>(false, true, rows, a.Tk, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), a.Tk);
+            // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
+            for (int64_t r = 0; r < rows; ++r) {
+              C d = 0;
+              for (int64_t j = 0; j < a.Dv; ++j) d += dOh[r * a.Dv + j] * Oh[r * a.Dv + j];
+              rowdot[r] = d;
+              const C* prow = P.data() + r * a.Tk;
+              C* drow = dP.data() + r * a.Tk;
+              for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
+            }
+            if (a.has_sinks) {
+              for (int64_t r = 0; r < rows; ++r) {
+                dsink_parts[b * a.Nq + h] -= sink_p[r] * rowdot[r];
+              }
+            }
+            // dQ = scale dS K; dK += scale dS^T Q.
+            gemm<C>(false, false, rows, a.D, a.Tk, static_cast<C>(scale_), dP.data(), a.Tk, K, a.D,
+                    C(0), dq.data() + at * a.D, a.D);
+            gemm<C>(true, false, a.Tk, a.D, rows, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D,
+                    C(1), dK, a.D);
+          }
+        }
+      }
+    });
+    for (int64_t b = 0; b < a.B; ++b) {
+      for (int64_t h = 0; h < a.Nq; ++h) dsinks[h] += dsink_parts[b * a.Nq + h];
+    }
+    store(dq.data(), outputs[0].data<T>(), dq.size());
+    store(dk.data(), outputs[1].data<T>(), dk.size());
+    store(dv.data(), outputs[2].data<T>(), dv.size());
+    if (has_sinks_) store(dsinks.data(), outputs[3].data<T>(), dsinks.size());
+  });
+}
+
+// Cross entropy ----------------------------------------------------------------------
+
+void CrossEntropy::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array logits = cpu::ensure_row_contiguous(inputs[0]);
+  array targets = cpu::ensure_row_contiguous(inputs[1]);
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  const int64_t n = logits.shape(-1);
+  const size_t rows = out.size();
+  float* py = out.data<float>();
+  const int32_t* pt = targets.data<int32_t>();
+  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    const T* px = logits.data<T>();
+    cpu::parallel_for(rows, row_grain(n), [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+        const T* xr = px + r * n;
+        C mx = -std::numeric_limits<C>::infinity();
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<C>(xr[j]));
+        C total = 0;
+        if (std::isinf(mx)) {
+          for (int64_t j = 0; j < n; ++j) total += std::exp(static_cast<C>(xr[j]) - mx);
+        } else {
+          for (int64_t j = 0; j < n; ++j) total += exp_of<C>(static_cast<C>(xr[j]) - mx);
+        }
+        const int64_t t = pt[r] < 0 ? pt[r] + n : pt[r];
+        // A class outside the row has no logit: NaN (MLX reads past the row).
+        const C picked =
+            t >= 0 && t < n ? static_cast<C>(xr[t]) : std::numeric_limits<C>::quiet_NaN();
+        py[r] = static_cast<float>(std::log(total) + mx - picked);
+      }
+    });
+  });
+}
+
+// Gated delta rule -------------------------------------------------------------------
+
+void GatedDeltaUpdate::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& y = outputs[0];
+  array& final_state = outputs[1];
+  y.set_data(allocator::allocate(y.nbytes()));
+  final_state.set_data(allocator::allocate(final_state.nbytes()));
+  const array& qa = inputs[0];
+  const int64_t B = qa.shape(0), T = qa.shape(1), Hk = qa.shape(2), Dk = qa.shape(3);
+  const int64_t Hv = inputs[2].shape(2), Dv = inputs[2].shape(3);
+  const bool gate_per_key = inputs[3].ndim() == 4;
+  const int64_t rep = Hv / Hk;
+  array state0 = cpu::ensure_row_contiguous(inputs[5]);
+  array mask = has_mask_ ? cpu::ensure_row_contiguous(inputs[6]) : array(false);
+  dispatch_float(y.dtype(), "gated_delta_update", [&](auto tag) {
+    using T_ = decltype(tag);
+    auto q = dense<T_, float>(inputs[0]);
+    auto k = dense<T_, float>(inputs[1]);
+    auto v = dense<T_, float>(inputs[2]);
+    auto g = dense<T_, float>(inputs[3]);
+    auto beta = dense<T_, float>(inputs[4]);
+    const float* s0 = state0.data<float>();
+    float* sf = final_state.data<float>();
+    T_* py = y.data<T_>();
+    const bool* pm = has_mask_ ? mask.data<bool>() : nullptr;
+    cpu::parallel_for(B * Hv, 1, [&](size_t begin, size_t end) {
+      std::vector<float> kv(Dv), out(Dv);
+      for (size_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / Hv, h = bh % Hv, hk = h / rep;
+        float* S = sf + bh * Dv * Dk; // the state lives in the output
+        std::copy(s0 + bh * Dv * Dk, s0 + (bh + 1) * Dv * Dk, S);
+        for (int64_t t = 0; t < T; ++t) {
+          const float* qt = q.ptr + ((b * T + t) * Hk + hk) * Dk;
+          const float* kt = k.ptr + ((b * T + t) * Hk + hk) * Dk;
+          const float* vt = v.ptr + ((b * T + t) * Hv + h) * Dv;
+          const float* gt = g.ptr + ((b * T + t) * Hv + h) * (gate_per_key ? Dk : 1);
+          const float bt = beta.ptr[(b * T + t) * Hv + h];
+          T_* yt = py + ((b * T + t) * Hv + h) * Dv;
+          if (pm != nullptr && !pm[b * T + t]) {
+            std::fill(yt, yt + Dv, T_(0));
+            continue; // a masked step leaves the state as it was
+          }
+          for (int64_t i = 0; i < Dv; ++i) {
+            float* row = S + i * Dk;
+            float acc = 0;
+            for (int64_t j = 0; j < Dk; ++j) {
+              row[j] *= gate_per_key ? gt[j] : gt[0];
+              acc += row[j] * kt[j];
+            }
+            const float delta = (vt[i] - acc) * bt;
+            float o = 0;
+            for (int64_t j = 0; j < Dk; ++j) {
+              row[j] += delta * kt[j];
+              o += row[j] * qt[j];
+            }
+            yt[i] = static_cast<T_>(o);
+          }
+        }
+      }
+    });
+  });
+}
+
+} // namespace loom
