@@ -15,7 +15,12 @@ namespace loom {
 namespace scheduler {
 
 StreamWorker::StreamWorker(Stream stream)
-    : stream_(stream), timeline_(std::make_shared<Timeline>()), thread_([this] { loop(); }) {}
+    : stream_(stream),
+      backend_(backend(stream.device.type)),
+      timeline_(std::make_shared<Timeline>()) {
+  if (backend_ != nullptr) backend_->stream_created(stream_);
+  thread_ = std::thread([this] { loop(); });
+}
 
 StreamWorker::~StreamWorker() {
   {
@@ -24,6 +29,15 @@ StreamWorker::~StreamWorker() {
   }
   cv_.notify_one();
   thread_.join();
+  if (backend_ != nullptr) backend_->stream_destroyed(stream_);
+}
+
+void StreamWorker::complete(uint64_t seq) {
+  if (backend_ != nullptr) {
+    backend_->signal_when_done(stream_, timeline_, seq);
+  } else {
+    timeline_->signal(seq);
+  }
 }
 
 Event StreamWorker::submit(std::function<void()> task) {
@@ -52,7 +66,8 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (inline_active_ || timeline_->completed.load(std::memory_order_acquire) != submitted_) {
+    if (backend_ != nullptr || inline_active_ ||
+        timeline_->completed.load(std::memory_order_acquire) != submitted_) {
       return false;
     }
     seq = ++submitted_;
@@ -85,7 +100,7 @@ void StreamWorker::loop() {
     // Release what the task held (its node, and through it the inputs)
     // before signalling, so a waiter sees the memory already returned.
     item.task = nullptr;
-    timeline_->signal(item.seq);
+    complete(item.seq);
   }
 }
 
@@ -116,6 +131,8 @@ void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
     auto& prim = *node->primitive;
     if (prim.device().type == Device::cpu) {
       prim.eval_cpu(node->inputs, outputs);
+    } else if (auto* b = backend(prim.device().type)) {
+      b->eval(prim, node->inputs, outputs);
     } else {
       prim.eval_gpu(node->inputs, outputs);
     }
@@ -238,9 +255,7 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   }
   size_t bytes = 0;
   for (auto& o : outputs) bytes += o.nbytes();
-  std::function<void()> task = [node, outputs, waits]() mutable {
-    run_node(node, outputs, waits);
-  };
+  std::function<void()> task = [node, outputs, waits]() mutable { run_node(node, outputs, waits); };
   Event done;
   if (!(may_run_inline && waits.empty() && bytes <= kInlineBytes &&
         worker.try_run_inline(task, done))) {

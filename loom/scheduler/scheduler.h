@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "loom/array.h"
+#include "loom/scheduler/backend.h"
 #include "loom/scheduler/event.h"
 
 namespace loom {
@@ -21,7 +22,10 @@ void async_eval(std::vector<array> outputs);
 
 namespace scheduler {
 
-// One thread and one FIFO queue per CPU stream.
+// One thread and one FIFO queue per stream. On a CPU stream a task's event
+// fires when the task has run; on a device stream the task enqueues device
+// work, and its event fires when that work completes (the backend signals the
+// timeline from the device queue).
 class StreamWorker {
  public:
   explicit StreamWorker(Stream stream);
@@ -41,7 +45,10 @@ class StreamWorker {
  private:
   void loop();
 
+  void complete(uint64_t seq);
+
   Stream stream_;
+  DeviceBackend* backend_ = nullptr; // null on the CPU
   std::shared_ptr<Timeline> timeline_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
