@@ -29,11 +29,11 @@ if [ $rc -ne 0 ]; then tail -60 "$OUT/build.log"; exit $rc; fi
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
 echo "== C++ tests"
-(cd build/gpu && timeout 300 ctest -j"$JOBS" --output-on-failure) >"$OUT/ctest.log" 2>&1
+(cd build/gpu && timeout 150 ctest -j"$JOBS" --output-on-failure) >"$OUT/ctest.log" 2>&1
 echo "ctest rc=$? $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")" | tee -a "$OUT/summary.txt"
 
 echo "== GPU tests (python/tests/test_cuda*.py)"
-(cd python/tests && timeout 300 $PY -m pytest -q -rs -p no:cacheprovider test_cuda*.py) \
+(cd python/tests && timeout 150 $PY -m pytest -q -rs -p no:cacheprovider test_cuda*.py) \
   >"$OUT/pytest_cuda.log" 2>&1
 echo "pytest cuda rc=$? $(tail -1 "$OUT/pytest_cuda.log")" | tee -a "$OUT/summary.txt"
 grep -E "FAILED|Error" "$OUT/pytest_cuda.log" | head -30
