@@ -43,9 +43,11 @@ timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
 
 if [ "${1:-}" != "quick" ]; then
   echo "== whole suite, default device gpu"
-  (cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout ${SUITE_TIMEOUT:-400} \
-     $PY -m pytest -q --timeout=120 -p no:cacheprovider -n 8 . ) >"$OUT/pytest_suite_gpu.log" 2>&1
+  (cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout ${SUITE_TIMEOUT:-300} \
+     $PY -m pytest -q --timeout=60 -p no:cacheprovider -n ${SUITE_WORKERS:-12} . ) >"$OUT/pytest_suite_gpu.log" 2>&1
   echo "pytest suite(gpu) $(tail -1 "$OUT/pytest_suite_gpu.log")" | tee -a "$OUT/summary.txt"
-  grep -E "^FAILED|^ERROR" "$OUT/pytest_suite_gpu.log" | head -60 > "$OUT/suite_failures.txt"
+  grep -E "^FAILED|^ERROR" "$OUT/pytest_suite_gpu.log" > "$OUT/suite_failures.txt"
+  echo "failures per file:"; sed -E 's/^(FAILED|ERROR) ([a-z_0-9]+\.py).*/\2/' "$OUT/suite_failures.txt" \
+    | sort | uniq -c | sort -rn | head -25
 fi
 cat "$OUT/summary.txt"

@@ -163,6 +163,10 @@ std::string device_expr(const ew::OpInfo& info, Dtype compute_dtype) {
   if (!info.fusable || info.code == nullptr) return {};
   std::string name = info.name;
   if (!is_float(compute_dtype) && !int_safe(name, compute_dtype == bool_)) return {};
+  if (is_float(compute_dtype) &&
+      (info.accepts == ew::Accepts::integral || info.accepts == ew::Accepts::integer)) {
+    return {};
+  }
   std::string e = info.code;
   if (e.find("std::") != std::string::npos || e.find("loom::") != std::string::npos) return {};
   e = replace_all(e, "isnan(", "loom_isnan(");

@@ -88,7 +88,7 @@ std::string build_cubin(const std::string& source, int arch) {
   if (n.create(&prog, source.c_str(), "loom_kernel.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) {
     throw std::runtime_error("[cuda] nvrtcCreateProgram failed.");
   }
-  std::string arch_opt = "--gpu-arch=sm_" + std::to_string(arch);
+  std::string arch_opt = "-arch=sm_" + std::to_string(arch);
   const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device"};
   nvrtcResult r = n.compile(prog, 3, opts);
   if (r != NVRTC_SUCCESS) {
