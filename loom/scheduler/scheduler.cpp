@@ -3,8 +3,10 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <unordered_map>
 
 #include "loom/allocator/allocator.h"
@@ -86,7 +88,31 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   return true;
 }
 
+namespace {
+thread_local StreamWorker* t_worker = nullptr;
+
+bool signal_each_task() {
+  static const bool each = [] {
+    const char* v = std::getenv("LOOM_SIGNAL_EACH_TASK");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return each;
+}
+} // namespace
+
+void StreamWorker::flush_deferred() {
+  if (deferred_ != 0) {
+    complete(deferred_);
+    deferred_ = 0;
+  }
+}
+
+void flush_stream_signals() {
+  if (t_worker != nullptr) t_worker->flush_deferred();
+}
+
 void StreamWorker::loop() {
+  t_worker = this;
   for (;;) {
     QueuedTask item;
     {
@@ -100,6 +126,18 @@ void StreamWorker::loop() {
     // Release what the task held (its node, and through it the inputs)
     // before signalling, so a waiter sees the memory already returned.
     item.task = nullptr;
+    if (backend_ != nullptr && !signal_each_task()) {
+      bool more;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        more = !queue_.empty();
+      }
+      if (more) {
+        deferred_ = item.seq; // the next task's signal covers this one
+        continue;
+      }
+      deferred_ = 0;
+    }
     complete(item.seq);
   }
 }
@@ -120,6 +158,7 @@ std::string describe_failure(const Node& node, const std::exception& e) {
 // Runs one node's kernel on the worker of its stream.
 void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
               const std::vector<Event>& waits) {
+  if (!waits.empty()) flush_stream_signals();
   for (auto& e : waits) e.wait();
   for (auto& in : node->inputs) {
     if (in.desc()->error) {

@@ -41,11 +41,18 @@ class StreamWorker {
   // Waits until every task submitted so far has run.
   void synchronize();
   const Stream& stream() const { return stream_; }
+  // A device stream's completion signal may be held back while more tasks
+  // are queued (one signal then covers the run: completion is monotonic).
+  // The worker sends it before it blocks on anything, so no wait can depend
+  // on a held-back signal. Called on the worker's own thread.
+  void flush_deferred();
 
  private:
   void loop();
 
   void complete(uint64_t seq);
+
+  uint64_t deferred_ = 0; // worker thread only
 
   Stream stream_;
   DeviceBackend* backend_ = nullptr; // null on the CPU
@@ -62,6 +69,10 @@ class StreamWorker {
   bool stop_ = false;
   std::thread thread_;
 };
+
+// Sends the held-back completion signal of the stream whose worker runs on
+// the calling thread, if any (backends call it before they block).
+void flush_stream_signals();
 
 // The worker of `stream`; raises if the stream was destroyed.
 std::shared_ptr<StreamWorker> worker_for(const Stream& stream);

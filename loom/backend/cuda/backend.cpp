@@ -11,6 +11,7 @@
 
 #include "loom/backend/cuda/cuda.h"
 #include "loom/primitives/primitive.h"
+#include "loom/scheduler/scheduler.h"
 
 namespace loom::cuda {
 
@@ -140,6 +141,9 @@ class CudaBackend final : public scheduler::DeviceBackend {
   // host copies (each copy waits for the kernels that wrote it), and its
   // outputs live on the host until a GPU kernel needs them.
   void fallback(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) {
+    // A CPU kernel may block (host copies, nested evaluation): no completion
+    // signal of this stream may be held back meanwhile.
+    scheduler::flush_stream_signals();
     std::string name = p.name();
     if (!quiet_ && !is_view_primitive(name)) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -204,6 +208,12 @@ void* alloc_output(array& out) {
   auto& pool = device_pool(dev);
   out.set_data(std::make_shared<allocator::Data>(pool.malloc(out.nbytes()), &pool));
   return out.data_shared_ptr()->device_ptr(pool, nullptr);
+}
+
+int current_device() {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  return dev;
 }
 
 int compute_capability(int index) {

@@ -47,6 +47,9 @@ const void* device_data(const array& a, cudaStream_t stream);
 // Gives `out` a fresh row-major device buffer; returns its pointer.
 void* alloc_output(array& out);
 
+// The calling thread's current CUDA device.
+int current_device();
+
 // Compute capability of GPU `index`, e.g. 90.
 int compute_capability(int index);
 

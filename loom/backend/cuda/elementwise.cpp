@@ -101,8 +101,11 @@ char layout_mode(const array& a) {
 
 // Generates, builds and launches `out = expr(inputs)`; false when the case
 // has no GPU path (the caller falls back to the CPU).
+// With `keep_layout`, a one-input op over a dense input in any order (a
+// transposed matrix) writes its output in that same order, as the CPU does.
 bool run_generated(const std::string& tag, const std::string& expr,
-                   const std::vector<array>& inputs, array& out, cudaStream_t stream) {
+                   const std::vector<array>& inputs, array& out, cudaStream_t stream,
+                   bool keep_layout = false) {
   const char* out_store = storage_type(out.dtype());
   if (out_store == nullptr || out.ndim() > 8) return false;
   for (auto& in : inputs) {
@@ -110,33 +113,47 @@ bool run_generated(const std::string& tag, const std::string& expr,
   }
   std::string modes;
   for (auto& in : inputs) modes += layout_mode(in);
+  const array& first = inputs[0];
+  keep_layout = keep_layout && inputs.size() == 1 && modes[0] == 'g' && first.flags().contiguous &&
+                first.data_size() == first.size();
+  if (keep_layout) modes[0] = 'c';
+  // Inputs are broadcast to the output's shape by ops/; anything else is a
+  // case this generator does not index.
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (modes[k] == 'c' && inputs[k].size() != out.size()) return false;
+    if (modes[k] == 'g' && inputs[k].shape() != out.shape()) return false;
+  }
 
   std::string name = "loom_" + tag + "_" + std::to_string(static_cast<int>(out.dtype().val));
   for (auto& in : inputs) name += "_" + std::to_string(static_cast<int>(in.dtype().val));
   name += "_" + modes;
 
-  std::string src = jit_prelude();
-  src += "extern \"C\" __global__ void " + name + "(";
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    src += std::string("const ") + storage_type(inputs[k].dtype()) + "* __restrict__ in" +
-           std::to_string(k) + ", ";
-  }
-  src += std::string(out_store) + "* __restrict__ out, long long n, loom_layout layout) {\n";
-  src +=
-      "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
-      " i += (long long)gridDim.x * blockDim.x) {\n";
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    std::string ks = std::to_string(k);
-    std::string idx = modes[k] == 'c'   ? "i"
-                      : modes[k] == 's' ? "0"
-                                        : "loom_offset(i, layout, " + ks + ")";
-    src += std::string("    ") + compute_type(inputs[k].dtype()) + " x" + ks + " = (" +
-           compute_type(inputs[k].dtype()) + ")loom_ld(in" + ks + "[" + idx + "]);\n";
-  }
-  src += std::string("    loom_st(out + i, (") + compute_type(out.dtype()) + ")(" + expr + "));\n";
-  src += "  }\n}\n";
+  auto make_source = [&] {
+    std::string src = jit_prelude();
+    src += "extern \"C\" __global__ void " + name + "(";
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      src += std::string("const ") + storage_type(inputs[k].dtype()) + "* __restrict__ in" +
+             std::to_string(k) + ", ";
+    }
+    src += std::string(out_store) + "* __restrict__ out, long long n, loom_layout layout) {\n";
+    src +=
+        "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
+        " i += (long long)gridDim.x * blockDim.x) {\n";
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      std::string ks = std::to_string(k);
+      std::string idx = modes[k] == 'c'   ? "i"
+                        : modes[k] == 's' ? "0"
+                                          : "loom_offset(i, layout, " + ks + ")";
+      src += std::string("    ") + compute_type(inputs[k].dtype()) + " x" + ks + " = (" +
+             compute_type(inputs[k].dtype()) + ")loom_ld(in" + ks + "[" + idx + "]);\n";
+    }
+    src +=
+        std::string("    loom_st(out + i, (") + compute_type(out.dtype()) + ")(" + expr + "));\n";
+    src += "  }\n}\n";
 
-  cudaKernel_t kernel = jit_kernel(src, name);
+    return src;
+  };
+  cudaKernel_t kernel = jit_kernel(name, make_source);
 
   loom_layout_host layout{};
   layout.ndim = out.ndim();
@@ -147,7 +164,15 @@ bool run_generated(const std::string& tag, const std::string& expr,
   }
   std::vector<void*> ptrs;
   for (auto& in : inputs) ptrs.push_back(const_cast<void*>(device_data(in, stream)));
-  void* optr = alloc_output(out);
+  void* optr;
+  if (keep_layout) {
+    auto& pool = device_pool(current_device());
+    out.set_data(std::make_shared<allocator::Data>(pool.malloc(out.nbytes()), &pool),
+                 first.data_size(), first.strides(), first.flags());
+    optr = out.data_shared_ptr()->device_ptr(pool, nullptr);
+  } else {
+    optr = alloc_output(out);
+  }
   long long n = static_cast<long long>(out.size());
   std::vector<void*> args;
   for (auto& p : ptrs) args.push_back(&p);
@@ -181,7 +206,7 @@ bool unary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<ar
   auto op = static_cast<Unary&>(p).op();
   std::string expr = device_expr(ew::info(op), inputs[0].dtype());
   if (expr.empty()) return false;
-  return run_generated(ew::info(op).name, expr, inputs, outputs[0], s);
+  return run_generated(ew::info(op).name, expr, inputs, outputs[0], s, true);
 }
 
 bool binary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
@@ -206,11 +231,11 @@ bool astype_kernel(Primitive&, const std::vector<array>& inputs, std::vector<arr
                    cudaStream_t s) {
   Dtype from = inputs[0].dtype(), to = outputs[0].dtype();
   if (to == bool_ && from != bool_)
-    return run_generated("AsType", "(x0 != 0)", inputs, outputs[0], s);
+    return run_generated("AsType", "(x0 != 0)", inputs, outputs[0], s, true);
   // Float to integer: the CPU path's saturating/NaN conventions are not
   // pinned down here yet, so those casts stay on the CPU.
   if (is_float(from) && !is_float(to) && to != bool_) return false;
-  return run_generated("AsType", "x0", inputs, outputs[0], s);
+  return run_generated("AsType", "x0", inputs, outputs[0], s, true);
 }
 
 bool copy_kernel(Primitive&, const std::vector<array>& inputs, std::vector<array>& outputs,
@@ -225,6 +250,15 @@ bool copy_kernel(Primitive&, const std::vector<array>& inputs, std::vector<array
   return run_generated("Copy", "x0", inputs, outputs[0], s);
 }
 
+// Full: the value (a broadcast scalar or an array of the output's shape)
+// written into a fresh buffer.
+bool full_kernel(Primitive&, const std::vector<array>& inputs, std::vector<array>& outputs,
+                 cudaStream_t s) {
+  Dtype from = inputs[0].dtype(), to = outputs[0].dtype();
+  if (from != to && !(is_float(from) && is_float(to))) return false;
+  return run_generated("Full", "x0", inputs, outputs[0], s);
+}
+
 struct Registration {
   Registration() {
     register_kernel(typeid(Unary), &unary_kernel);
@@ -232,6 +266,7 @@ struct Registration {
     register_kernel(typeid(Select), &select_kernel);
     register_kernel(typeid(AsType), &astype_kernel);
     register_kernel(typeid(Copy), &copy_kernel);
+    register_kernel(typeid(Full), &full_kernel);
   }
 } registration;
 

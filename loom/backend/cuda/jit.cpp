@@ -140,7 +140,8 @@ std::string cubin_for(const std::string& source, int arch) {
 
 } // namespace
 
-cudaKernel_t jit_kernel(const std::string& source, const std::string& kernel_name) {
+cudaKernel_t jit_kernel(const std::string& kernel_name,
+                        const std::function<std::string()>& make_source) {
   static std::mutex m;
   static std::unordered_map<std::string, cudaKernel_t> kernels;
   int dev = 0;
@@ -149,7 +150,7 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& kernel_nam
   std::lock_guard<std::mutex> lock(m);
   auto it = kernels.find(key);
   if (it != kernels.end()) return it->second;
-  std::string cubin = cubin_for(source, compute_capability(dev));
+  std::string cubin = cubin_for(make_source(), compute_capability(dev));
   cudaLibrary_t lib = nullptr;
   check(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
         "cudaLibraryLoadData");

@@ -4,13 +4,16 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 
 namespace loom::cuda {
 
-// The kernel `kernel_name` of `source` (extern "C"), built for the current
-// device. Raises a RuntimeError with NVRTC's log when the source fails.
-cudaKernel_t jit_kernel(const std::string& source, const std::string& kernel_name);
+// The kernel `kernel_name` (extern "C"), built for the current device from
+// the source `make_source` returns; the source is only generated on the first
+// request for the name. Raises a RuntimeError with NVRTC's log when it fails.
+cudaKernel_t jit_kernel(const std::string& kernel_name,
+                        const std::function<std::string()>& make_source);
 
 // Launches a grid-stride element-wise kernel over `n` elements.
 void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t stream);
