@@ -288,7 +288,12 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   std::vector<Event> waits;
   for (auto& in : node->inputs) {
     await_foreign_claim(in);
-    if (in.status() == Status::scheduled && in.event().timeline && !in.event().is_signaled()) {
+    // Work of this same stream is ordered by its queue (and, on a GPU, by the
+    // device queue): only other streams' events need waiting for. Waiting on
+    // our own would make a GPU stream wait for each kernel before launching
+    // the next.
+    if (in.status() == Status::scheduled && in.event().timeline &&
+        in.event().timeline != worker.timeline() && !in.event().is_signaled()) {
       waits.push_back(in.event());
     }
   }

@@ -41,6 +41,7 @@ class StreamWorker {
   // Waits until every task submitted so far has run.
   void synchronize();
   const Stream& stream() const { return stream_; }
+  const std::shared_ptr<Timeline>& timeline() const { return timeline_; }
   // A device stream's completion signal may be held back while more tasks
   // are queued (one signal then covers the run: completion is monotonic).
   // The worker sends it before it blocks on anything, so no wait can depend
