@@ -41,6 +41,13 @@ grep -E "FAILED|Error" "$OUT/pytest_cuda.log" | head -30
 echo "== timings"
 timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
 
+# Side by side with the image's PyTorch and JAX (the same interpreter runs them).
+if [ -n "${LOOM_GPU_PEERS:-}" ]; then
+  echo "== benchmarks --device gpu (PyTorch, JAX)"
+  PEERS_PYTHON=$PY timeout ${PEERS_TIMEOUT:-240} $PY -m benchmarks --device gpu --quick \
+    ${LOOM_GPU_PEERS_FILTER:---filter gelu --filter matmul --filter copy} 2>&1 | tee "$OUT/benchmarks_gpu.txt"
+fi
+
 if [ "${1:-}" != "quick" ]; then
   echo "== whole suite, default device gpu"
   (cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout ${SUITE_TIMEOUT:-300} \
