@@ -243,3 +243,17 @@ def test_device_memory_returns_to_baseline():
         mx.synchronize()
         assert mx.get_active_memory() == base
     mx.clear_cache()
+
+
+def test_metal_module_is_absent_but_its_memory_names_forward(capfd):
+    # As MLX's Linux wheels: the deprecated mx.metal memory functions forward
+    # to the top-level ones and say so on stderr.
+    assert mx.metal.get_active_memory() == mx.get_active_memory()
+    assert mx.metal.get_cache_memory() == mx.get_cache_memory()
+    assert mx.metal.device_info() == {}
+    old = mx.metal.set_cache_limit(1 << 30)
+    assert mx.set_cache_limit(old) == 1 << 30
+    assert mx.metal.start_capture("trace.gputrace") is None
+    assert mx.metal.stop_capture() is None
+    err = capfd.readouterr().err
+    assert "mx.metal.get_active_memory is deprecated" in err
