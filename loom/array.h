@@ -140,10 +140,14 @@ class array {
   void wait();
   bool is_available() const { return status() == Status::available; }
 
-  // Data access (evaluates first for item; kernels use data<T>() directly).
+  // Host data access (evaluates first for item; kernels use data<T>()
+  // directly). Both forms bring a host copy first when only a device holds
+  // the buffer; the non-const form is for writing and makes a device copy
+  // stale.
   template <typename T>
   T* data() {
-    return reinterpret_cast<T*>(static_cast<char*>(desc_->data->ptr()) + desc_->offset);
+    return reinterpret_cast<T*>(static_cast<char*>(desc_->data->ptr_for_write()) +
+                                desc_->offset);
   }
   template <typename T>
   const T* data() const {

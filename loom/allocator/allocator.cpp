@@ -174,20 +174,144 @@ Allocator& host_allocator() {
   return *alloc;
 }
 
+void Allocator::copy_to_host(void* host, const void* device_ptr, size_t n) const {
+  throw std::runtime_error("[copy] The " + name() + " pool holds host memory; nothing to copy.");
+}
+
+void Allocator::copy_from_host(void* device_ptr, const void* host, size_t n, void*) const {
+  throw std::runtime_error("[copy] The " + name() + " pool holds host memory; nothing to copy.");
+}
+
+namespace {
+
+// Readers find pools without a lock: slots are written once, before the
+// device is reported available.
+constexpr int kMaxDevices = 16;
+std::atomic<Allocator*> g_device_pools[kMaxDevices];
+
+// Migrations of one buffer are serialised by one of these (striped by the
+// buffer's address so that Data stays small).
+std::mutex& migration_mutex(const void* data) {
+  static std::mutex stripes[64];
+  return stripes[(reinterpret_cast<uintptr_t>(data) >> 6) % 64];
+}
+
+} // namespace
+
+void register_allocator(Device device, Allocator* pool) {
+  if (device.type == Device::cpu) return; // the host pool is built in
+  if (device.index < 0 || device.index >= kMaxDevices) {
+    throw std::invalid_argument("[register_allocator] Device index out of range.");
+  }
+  g_device_pools[device.index].store(pool, std::memory_order_release);
+}
+
+Allocator* allocator_for(Device device) {
+  if (device.type == Device::cpu) return &host_allocator();
+  if (device.index < 0 || device.index >= kMaxDevices) return nullptr;
+  return g_device_pools[device.index].load(std::memory_order_acquire);
+}
+
+std::vector<Allocator*> registered_allocators() {
+  std::vector<Allocator*> pools{&host_allocator()};
+  for (auto& p : g_device_pools) {
+    if (auto* a = p.load(std::memory_order_acquire)) pools.push_back(a);
+  }
+  return pools;
+}
+
+Data::Data(Buffer buffer, Allocator* owner) : size_(buffer.size) {
+  if (owner->device().type == Device::cpu) {
+    host_ = buffer;
+    host_owner_ = owner;
+    valid_.store(kHost, std::memory_order_relaxed);
+  } else {
+    device_ = buffer;
+    device_owner_ = owner;
+    valid_.store(kDevice, std::memory_order_relaxed);
+  }
+}
+
 Data::Data(void* ptr, size_t size, std::function<void(void*)> release)
-    : buffer_{ptr, size}, release_(std::move(release)) {}
+    : size_(size), host_{ptr, size}, release_(std::move(release)) {}
 
 Data::~Data() {
-  if (owner_ != nullptr) {
-    owner_->free(buffer_);
+  if (host_owner_ != nullptr) {
+    host_owner_->free(host_);
   } else if (release_) {
-    release_(buffer_.ptr);
+    release_(host_.ptr);
   }
+  if (device_owner_ != nullptr) device_owner_->free(device_);
+}
+
+// Only the device holds the bytes: take a host buffer and copy them down.
+// The copy waits for the work that wrote them (the device pool's copy is
+// ordered after everything queued on the device).
+void* Data::host_slow() const {
+  std::lock_guard<std::mutex> lock(migration_mutex(this));
+  uint8_t v = valid_.load(std::memory_order_acquire);
+  if (v & kHost) return host_.ptr;
+  if (!(v & kDevice) || device_owner_ == nullptr) {
+    throw std::runtime_error("[Data] Buffer has no valid copy on any device.");
+  }
+  if (host_.ptr == nullptr) {
+    host_ = host_allocator().malloc(size_);
+    host_owner_ = &host_allocator();
+  }
+  if (size_ > 0) device_owner_->copy_to_host(host_.ptr, device_.ptr, size_);
+  valid_.store(v | kHost, std::memory_order_release);
+  return host_.ptr;
+}
+
+void Data::drop_device_copy() {
+  std::lock_guard<std::mutex> lock(migration_mutex(this));
+  valid_.store(kHost, std::memory_order_release);
+}
+
+void* Data::device_ptr(Allocator& pool, void* stream) {
+  uint8_t v = valid_.load(std::memory_order_acquire);
+  if ((v & kDevice) && device_owner_ == &pool) return device_.ptr;
+  std::lock_guard<std::mutex> lock(migration_mutex(this));
+  v = valid_.load(std::memory_order_acquire);
+  if ((v & kDevice) && device_owner_ == &pool) return device_.ptr;
+  if (device_owner_ != nullptr && device_owner_ != &pool) {
+    // Another device's copy: go through the host (peer copies come later).
+    if (!(v & kHost)) {
+      migration_mutex(this).unlock();
+      try {
+        ptr();
+      } catch (...) {
+        migration_mutex(this).lock();
+        throw;
+      }
+      migration_mutex(this).lock();
+      v = valid_.load(std::memory_order_acquire);
+    }
+    device_owner_->free(device_);
+    device_ = Buffer{};
+    device_owner_ = nullptr;
+  }
+  if (device_.ptr == nullptr) {
+    device_ = pool.malloc(size_);
+    device_owner_ = &pool;
+  }
+  if (size_ > 0) pool.copy_from_host(device_.ptr, host_.ptr, size_, stream);
+  valid_.store(v | kDevice, std::memory_order_release);
+  return device_.ptr;
 }
 
 std::shared_ptr<Data> allocate(size_t size) {
   auto& alloc = host_allocator();
   return std::make_shared<Data>(alloc.malloc(size), &alloc);
+}
+
+std::shared_ptr<Data> allocate(size_t size, Device device) {
+  Allocator* pool = allocator_for(device);
+  if (pool == nullptr) {
+    throw std::invalid_argument("[allocate] No memory pool for Device(gpu, " +
+                                std::to_string(device.index) + "): no GPU backend registered.");
+  }
+  return std::make_shared<Data>(pool->malloc(size), pool);
 }
 
 } // namespace loom::allocator

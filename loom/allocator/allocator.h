@@ -1,13 +1,18 @@
-// Buffers and their pools. One allocator per device; each keeps a
-// size-bucketed cache of freed buffers and honest statistics.
+// Buffers and their pools. One allocator per device, registered at run time
+// (the host pool always; a GPU pool when its backend finds a device); each
+// keeps a cache of freed buffers and honest statistics.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
+
+#include "loom/device.h"
 
 namespace loom::allocator {
 
@@ -35,6 +40,11 @@ class Allocator {
   virtual size_t memory_limit() const = 0;
   virtual void clear_cache() = 0;
   virtual std::string name() const = 0;
+  virtual Device device() const { return Device(Device::cpu, 0); }
+  // Device pools move bytes between their buffers and host memory. `stream`
+  // is the backend's queue the copy is ordered on (null: wait for all work).
+  virtual void copy_to_host(void* host, const void* device_ptr, size_t n) const;
+  virtual void copy_from_host(void* device_ptr, const void* host, size_t n, void* stream) const;
 };
 
 // Host memory: 64-byte aligned buffers, cached by size bucket.
@@ -72,25 +82,69 @@ Allocator& host_allocator();
 size_t total_system_memory();
 
 // Reference-counted storage behind one or more arrays (views share it).
+//
+// The handle is separate from any one pointer: a buffer may hold a host copy,
+// a device copy or both, and knows which are valid. Host access goes through
+// ptr() (reading) or ptr_for_write(), which bring a host copy first when only
+// the device has one; device kernels use device_ptr(). The host-valid check
+// is one relaxed-cost atomic load, so the CPU path stays a plain pointer read.
 class Data {
  public:
-  Data(Buffer buffer, Allocator* owner) : buffer_(buffer), owner_(owner) {}
-  // Wraps memory owned elsewhere; `release` runs when the last array lets go.
+  static constexpr uint8_t kHost = 1;
+  static constexpr uint8_t kDevice = 2;
+
+  // A buffer from `owner`'s pool; it is valid where that pool lives.
+  Data(Buffer buffer, Allocator* owner);
+  // Wraps host memory owned elsewhere; `release` runs when the last array lets go.
   Data(void* ptr, size_t size, std::function<void(void*)> release);
   ~Data();
   Data(const Data&) = delete;
   Data& operator=(const Data&) = delete;
-  void* ptr() const { return buffer_.ptr; }
-  size_t size() const { return buffer_.size; }
+
+  // Host pointer for reading.
+  void* ptr() const {
+    if (valid_.load(std::memory_order_acquire) & kHost) [[likely]]
+      return host_.ptr;
+    return host_slow();
+  }
+  // Host pointer for writing: any device copy becomes stale.
+  void* ptr_for_write() {
+    void* p = ptr();
+    if (valid_.load(std::memory_order_relaxed) != kHost) [[unlikely]]
+      drop_device_copy();
+    return p;
+  }
+  // Device pointer on `pool`'s device, uploading the host copy on `stream`
+  // when the device has none yet.
+  void* device_ptr(Allocator& pool, void* stream);
+  size_t size() const { return size_; }
+  uint8_t valid() const { return valid_.load(std::memory_order_acquire); }
+  // The pool of the device copy, if any.
+  Allocator* device_pool() const { return device_owner_; }
 
  private:
-  Buffer buffer_;
-  Allocator* owner_ = nullptr;
+  void* host_slow() const;
+  void drop_device_copy();
+
+  size_t size_ = 0;
+  mutable Buffer host_;
+  mutable Allocator* host_owner_ = nullptr;
   std::function<void(void*)> release_;
+  Buffer device_;
+  Allocator* device_owner_ = nullptr;
+  mutable std::atomic<uint8_t> valid_{kHost};
 };
 
 // Allocates `size` bytes from the host pool; raises a clear out-of-memory
 // error when the request cannot fit under the memory limit.
 std::shared_ptr<Data> allocate(size_t size);
+// Allocates from the pool of `device` (the host pool for the CPU).
+std::shared_ptr<Data> allocate(size_t size, Device device);
+
+// The pools. Backends register theirs when they find a device; the host pool
+// is always there. Registration happens once per device and never undoes.
+void register_allocator(Device device, Allocator* pool);
+Allocator* allocator_for(Device device); // null when none is registered
+std::vector<Allocator*> registered_allocators();
 
 } // namespace loom::allocator

@@ -3,8 +3,10 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <unordered_map>
 
 #include "loom/allocator/allocator.h"
@@ -15,7 +17,12 @@ namespace loom {
 namespace scheduler {
 
 StreamWorker::StreamWorker(Stream stream)
-    : stream_(stream), timeline_(std::make_shared<Timeline>()), thread_([this] { loop(); }) {}
+    : stream_(stream),
+      backend_(backend(stream.device.type)),
+      timeline_(std::make_shared<Timeline>()) {
+  if (backend_ != nullptr) backend_->stream_created(stream_);
+  thread_ = std::thread([this] { loop(); });
+}
 
 StreamWorker::~StreamWorker() {
   {
@@ -24,6 +31,15 @@ StreamWorker::~StreamWorker() {
   }
   cv_.notify_one();
   thread_.join();
+  if (backend_ != nullptr) backend_->stream_destroyed(stream_);
+}
+
+void StreamWorker::complete(uint64_t seq) {
+  if (backend_ != nullptr) {
+    backend_->signal_when_done(stream_, timeline_, seq);
+  } else {
+    timeline_->signal(seq);
+  }
 }
 
 Event StreamWorker::submit(std::function<void()> task) {
@@ -52,7 +68,8 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (inline_active_ || timeline_->completed.load(std::memory_order_acquire) != submitted_) {
+    if (backend_ != nullptr || inline_active_ ||
+        timeline_->completed.load(std::memory_order_acquire) != submitted_) {
       return false;
     }
     seq = ++submitted_;
@@ -71,7 +88,31 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   return true;
 }
 
+namespace {
+thread_local StreamWorker* t_worker = nullptr;
+
+bool signal_each_task() {
+  static const bool each = [] {
+    const char* v = std::getenv("LOOM_SIGNAL_EACH_TASK");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return each;
+}
+} // namespace
+
+void StreamWorker::flush_deferred() {
+  if (deferred_ != 0) {
+    complete(deferred_);
+    deferred_ = 0;
+  }
+}
+
+void flush_stream_signals() {
+  if (t_worker != nullptr) t_worker->flush_deferred();
+}
+
 void StreamWorker::loop() {
+  t_worker = this;
   for (;;) {
     QueuedTask item;
     {
@@ -85,7 +126,19 @@ void StreamWorker::loop() {
     // Release what the task held (its node, and through it the inputs)
     // before signalling, so a waiter sees the memory already returned.
     item.task = nullptr;
-    timeline_->signal(item.seq);
+    if (backend_ != nullptr && !signal_each_task()) {
+      bool more;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        more = !queue_.empty();
+      }
+      if (more) {
+        deferred_ = item.seq; // the next task's signal covers this one
+        continue;
+      }
+      deferred_ = 0;
+    }
+    complete(item.seq);
   }
 }
 
@@ -105,6 +158,7 @@ std::string describe_failure(const Node& node, const std::exception& e) {
 // Runs one node's kernel on the worker of its stream.
 void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
               const std::vector<Event>& waits) {
+  if (!waits.empty()) flush_stream_signals();
   for (auto& e : waits) e.wait();
   for (auto& in : node->inputs) {
     if (in.desc()->error) {
@@ -116,6 +170,8 @@ void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
     auto& prim = *node->primitive;
     if (prim.device().type == Device::cpu) {
       prim.eval_cpu(node->inputs, outputs);
+    } else if (auto* b = backend(prim.device().type)) {
+      b->eval(prim, node->inputs, outputs);
     } else {
       prim.eval_gpu(node->inputs, outputs);
     }
@@ -232,15 +288,18 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   std::vector<Event> waits;
   for (auto& in : node->inputs) {
     await_foreign_claim(in);
-    if (in.status() == Status::scheduled && in.event().timeline && !in.event().is_signaled()) {
+    // Work of this same stream is ordered by its queue (and, on a GPU, by the
+    // device queue): only other streams' events need waiting for. Waiting on
+    // our own would make a GPU stream wait for each kernel before launching
+    // the next.
+    if (in.status() == Status::scheduled && in.event().timeline &&
+        in.event().timeline != worker.timeline() && !in.event().is_signaled()) {
       waits.push_back(in.event());
     }
   }
   size_t bytes = 0;
   for (auto& o : outputs) bytes += o.nbytes();
-  std::function<void()> task = [node, outputs, waits]() mutable {
-    run_node(node, outputs, waits);
-  };
+  std::function<void()> task = [node, outputs, waits]() mutable { run_node(node, outputs, waits); };
   Event done;
   if (!(may_run_inline && waits.empty() && bytes <= kInlineBytes &&
         worker.try_run_inline(task, done))) {

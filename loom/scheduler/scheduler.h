@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "loom/array.h"
+#include "loom/scheduler/backend.h"
 #include "loom/scheduler/event.h"
 
 namespace loom {
@@ -21,7 +22,10 @@ void async_eval(std::vector<array> outputs);
 
 namespace scheduler {
 
-// One thread and one FIFO queue per CPU stream.
+// One thread and one FIFO queue per stream. On a CPU stream a task's event
+// fires when the task has run; on a device stream the task enqueues device
+// work, and its event fires when that work completes (the backend signals the
+// timeline from the device queue).
 class StreamWorker {
  public:
   explicit StreamWorker(Stream stream);
@@ -37,11 +41,22 @@ class StreamWorker {
   // Waits until every task submitted so far has run.
   void synchronize();
   const Stream& stream() const { return stream_; }
+  const std::shared_ptr<Timeline>& timeline() const { return timeline_; }
+  // A device stream's completion signal may be held back while more tasks
+  // are queued (one signal then covers the run: completion is monotonic).
+  // The worker sends it before it blocks on anything, so no wait can depend
+  // on a held-back signal. Called on the worker's own thread.
+  void flush_deferred();
 
  private:
   void loop();
 
+  void complete(uint64_t seq);
+
+  uint64_t deferred_ = 0; // worker thread only
+
   Stream stream_;
+  DeviceBackend* backend_ = nullptr; // null on the CPU
   std::shared_ptr<Timeline> timeline_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
@@ -55,6 +70,10 @@ class StreamWorker {
   bool stop_ = false;
   std::thread thread_;
 };
+
+// Sends the held-back completion signal of the stream whose worker runs on
+// the calling thread, if any (backends call it before they block).
+void flush_stream_signals();
 
 // The worker of `stream`; raises if the stream was destroyed.
 std::shared_ptr<StreamWorker> worker_for(const Stream& stream);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "loom/device.h"
+#include "loom/scheduler/backend.h"
 #include "loom/scheduler/scheduler.h"
 #include "loom/stream.h"
 
@@ -122,16 +123,32 @@ std::ostream& operator<<(std::ostream& os, const Stream& s) {
   return os << "Stream(" << s.device << ", " << s.index << ")";
 }
 
-const Device& default_device() { return registry().default_device; }
+// The GPU is the default device when a backend found one (as in MLX's CUDA
+// build); asking probes the backends once.
+const Device& default_device() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (is_available(Device(Device::gpu, 0))) registry().default_device = Device(Device::gpu, 0);
+  });
+  return registry().default_device;
+}
 
 void set_default_device(const Device& d) {
   check_gpu(d);
+  default_device(); // settle the initial choice before overriding it
   registry().default_device = d;
 }
 
-bool is_available(const Device& d) { return d.type == Device::cpu && d.index == 0; }
+bool is_available(const Device& d) {
+  if (d.type == Device::cpu) return d.index == 0;
+  return d.index >= 0 && d.index < device_count(Device::gpu);
+}
 
-int device_count(Device::DeviceType t) { return t == Device::cpu ? 1 : 0; }
+int device_count(Device::DeviceType t) {
+  if (t == Device::cpu) return 1;
+  auto* b = scheduler::backend(t);
+  return b != nullptr ? b->device_count() : 0;
+}
 
 Stream default_stream(Device d) {
   check_gpu(d);
@@ -174,9 +191,7 @@ void synchronize(Stream s) { scheduler::worker_for(s)->synchronize(); }
 
 void synchronize() { synchronize(default_stream(default_device())); }
 
-void clear_streams() {
-  t_streams.destroy();
-}
+void clear_streams() { t_streams.destroy(); }
 
 namespace scheduler {
 

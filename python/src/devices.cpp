@@ -3,8 +3,11 @@
 
 #include <atomic>
 #include <fstream>
+#include <iostream>
 #include <unordered_map>
 
+#include "loom/allocator/memory.h"
+#include "loom/scheduler/backend.h"
 #include "utils.h"
 
 namespace loom::bindings {
@@ -94,6 +97,97 @@ StreamArg::operator StreamOrDevice() const {
     check_gpu_available(*d, "default_stream", "get gpu stream");
   }
   return value;
+}
+
+// mx.cuda and mx.metal, as in MLX's Linux CUDA wheel: metal is never
+// available, and its memory functions forward to the top-level ones with a
+// deprecation notice on stderr.
+void init_backend_modules(nb::module_& m) {
+  auto cuda = m.def_submodule("cuda", "CUDA back-end.");
+  cuda.def(
+      "is_available", [] { return is_available(Device(Device::gpu, 0)); },
+      nb::sig("def is_available() -> bool"),
+      "Check if the CUDA back-end is available (a GPU was found at run time).");
+
+  auto metal = m.def_submodule("metal", "Metal back-end (never available on Linux).");
+  metal.def(
+      "is_available", [] { return false; }, nb::sig("def is_available() -> bool"),
+      "Check if the Metal back-end is available.");
+  auto deprecated = [](const char* name) {
+    std::cerr << "mx.metal." << name
+              << " is deprecated and will be removed in a future version. Use mx." << name
+              << " instead.\n";
+  };
+  metal.def(
+      "device_info",
+      [deprecated] {
+        deprecated("device_info");
+        return nb::dict();
+      },
+      nb::sig("def device_info() -> dict[str, str | int]"));
+  metal.def(
+      "clear_cache",
+      [deprecated] {
+        deprecated("clear_cache");
+        clear_cache();
+      },
+      nb::sig("def clear_cache() -> None"));
+  metal.def(
+      "get_active_memory",
+      [deprecated] {
+        deprecated("get_active_memory");
+        return get_active_memory();
+      },
+      nb::sig("def get_active_memory() -> int"));
+  metal.def(
+      "get_peak_memory",
+      [deprecated] {
+        deprecated("get_peak_memory");
+        return get_peak_memory();
+      },
+      nb::sig("def get_peak_memory() -> int"));
+  metal.def(
+      "get_cache_memory",
+      [deprecated] {
+        deprecated("get_cache_memory");
+        return get_cache_memory();
+      },
+      nb::sig("def get_cache_memory() -> int"));
+  metal.def(
+      "reset_peak_memory",
+      [deprecated] {
+        deprecated("reset_peak_memory");
+        reset_peak_memory();
+      },
+      nb::sig("def reset_peak_memory() -> None"));
+  metal.def(
+      "set_memory_limit",
+      [deprecated](size_t limit) {
+        deprecated("set_memory_limit");
+        return set_memory_limit(limit);
+      },
+      nb::arg("limit"), nb::sig("def set_memory_limit(limit: int) -> int"));
+  metal.def(
+      "set_cache_limit",
+      [deprecated](size_t limit) {
+        deprecated("set_cache_limit");
+        return set_cache_limit(limit);
+      },
+      nb::arg("limit"), nb::sig("def set_cache_limit(limit: int) -> int"));
+  metal.def(
+      "set_wired_limit",
+      [deprecated](size_t limit) {
+        deprecated("set_wired_limit");
+        return set_wired_limit(limit);
+      },
+      nb::arg("limit"), nb::sig("def set_wired_limit(limit: int) -> int"));
+  // Capture is a Metal tool; without Metal there is nothing to record.
+  metal.def(
+      "start_capture", [](const std::string&) {}, nb::arg("path"),
+      nb::sig("def start_capture(path: str) -> None"), "Start a Metal capture (no-op on Linux).");
+  metal.def(
+      "stop_capture", [] {}, nb::sig("def stop_capture() -> None"),
+      "Stop a Metal capture (no-op on Linux).");
 }
 
 void init_devices(nb::module_& m) {
@@ -278,6 +372,16 @@ void init_devices(nb::module_& m) {
         Device dev = d.value_or(default_device());
         nb::dict info;
         if (!is_available(dev)) return info;
+        if (dev.type == Device::gpu) {
+          for (auto& [k, v] : scheduler::backend(Device::gpu)->device_info(dev.index)) {
+            if (std::holds_alternative<std::string>(v)) {
+              info[k.c_str()] = std::get<std::string>(v);
+            } else {
+              info[k.c_str()] = std::get<size_t>(v);
+            }
+          }
+          return info;
+        }
         utsname u{};
         uname(&u);
         info["architecture"] = std::string(u.machine);
@@ -294,6 +398,8 @@ void init_devices(nb::module_& m) {
   m.def("is_available", &is_available, nb::arg("device"),
         nb::sig("def is_available(device: Device | DeviceType) -> bool"),
         "Whether a back-end is available for the device.");
+
+  init_backend_modules(m);
 }
 
 } // namespace loom::bindings

@@ -36,12 +36,23 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+# LOOM_TEST_DEVICE=gpu runs the whole suite with the GPU as the default device
+# (=cpu forces the CPU where a GPU would be the default).
+_TEST_DEVICE = os.environ.get("LOOM_TEST_DEVICE", "")
+if _TEST_DEVICE:
+    _dev = getattr(_backend.mx, _TEST_DEVICE)
+    if not _backend.mx.is_available(_dev):
+        raise pytest.UsageError(f"LOOM_TEST_DEVICE={_TEST_DEVICE} but that device is not available")
+    _backend.mx.set_default_device(_dev)
+
+
 # The bindings' smoke tests import loom itself and have no MLX counterpart.
 collect_ignore = ["test_bindings_smoke.py"] if _backend.IS_MLX else []
 
 
 def pytest_report_header(config):
-    return f"array module under test: {_backend.MODULE_NAME}"
+    return (f"array module under test: {_backend.MODULE_NAME}, "
+            f"default device: {_backend.mx.default_device()}")
 
 
 @pytest.fixture

@@ -1,0 +1,177 @@
+// Device memory: one stream-ordered pool per GPU (cudaMallocAsync on the
+// device's default pool, which keeps freed blocks for reuse). Statistics and
+// limits are Loom's own, so over the limit or out of device memory a request
+// fails with a clear error naming the pool, and the process goes on.
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "loom/backend/cuda/cuda.h"
+
+namespace loom::cuda {
+
+namespace {
+
+std::string format_bytes(size_t n) {
+  std::ostringstream os;
+  if (n >= (size_t(1) << 30)) {
+    os << static_cast<double>(n) / (1 << 30) << " GiB";
+  } else if (n >= (size_t(1) << 20)) {
+    os << static_cast<double>(n) / (1 << 20) << " MiB";
+  } else {
+    os << n << " bytes";
+  }
+  return os.str();
+}
+
+// Sizes round to 256 bytes (the pool's own granularity is coarser; this
+// keeps the statistics honest about what arrays hold).
+size_t round_up(size_t n) { return std::max<size_t>(256, (n + 255) / 256 * 256); }
+
+class DevicePool final : public allocator::Allocator {
+ public:
+  explicit DevicePool(int index) : index_(index) {
+    check(cudaSetDevice(index), "cudaSetDevice");
+    check(cudaDeviceGetDefaultMemPool(&pool_, index), "cudaDeviceGetDefaultMemPool");
+    // Keep freed memory in the pool instead of returning it at every
+    // synchronisation: clear_cache() and the cache limit release it.
+    uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+          "cudaMemPoolSetAttribute");
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    total_ = total_b;
+    memory_limit_ = total_b;
+    cache_limit_ = total_b;
+  }
+
+  allocator::Buffer malloc(size_t size) override {
+    size_t bytes = round_up(size);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (active_ + bytes > memory_limit_) throw oom(bytes, "over the memory limit");
+    }
+    cudaStream_t s = current_stream();
+    void* p = nullptr;
+    cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool_, s);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError(); // clear the sticky-free error state of the runtime
+      // Blocks freed on other streams become reusable once those finish.
+      cudaStreamSynchronize(cudaStreamLegacy);
+      cudaMemPoolTrimTo(pool_, 0);
+      e = cudaMallocFromPoolAsync(&p, bytes, pool_, s);
+      if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        throw oom(bytes, "the device has no free memory left");
+      }
+    }
+    check(e, "cudaMallocAsync");
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_ += bytes;
+    peak_ = std::max(peak_, active_);
+    return allocator::Buffer{p, bytes};
+  }
+
+  // Frees are ordered on the legacy stream, which waits for all earlier work
+  // on every (blocking) stream: a buffer read by a kernel still running on
+  // another stream is not reused under it.
+  void free(allocator::Buffer b) override {
+    if (b.ptr == nullptr) return;
+    cudaFreeAsync(b.ptr, cudaStreamLegacy);
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_ -= b.size;
+  }
+
+  allocator::MemoryStats stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    allocator::MemoryStats st;
+    st.active = active_;
+    st.peak = peak_;
+    uint64_t reserved = 0;
+    cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    st.cache = reserved > active_ ? static_cast<size_t>(reserved) - active_ : 0;
+    return st;
+  }
+  void reset_peak() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_ = active_;
+  }
+  size_t set_memory_limit(size_t limit) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::exchange(memory_limit_, limit);
+  }
+  size_t set_cache_limit(size_t limit) override {
+    size_t old;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      old = std::exchange(cache_limit_, limit);
+    }
+    uint64_t keep = limit >= total_ ? UINT64_MAX : limit;
+    cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep);
+    if (limit < total_) {
+      cudaStreamSynchronize(cudaStreamLegacy);
+      cudaMemPoolTrimTo(pool_, limit);
+    }
+    return old;
+  }
+  size_t set_wired_limit(size_t) override { return 0; }
+  size_t memory_limit() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return memory_limit_;
+  }
+  void clear_cache() override {
+    cudaStreamSynchronize(cudaStreamLegacy);
+    cudaMemPoolTrimTo(pool_, 0);
+  }
+  std::string name() const override { return "gpu"; }
+  Device device() const override { return Device(Device::gpu, index_); }
+
+  // Device-to-host on the legacy stream: it starts after all work queued so
+  // far (the kernels that wrote the buffer) and returns when the bytes are in.
+  void copy_to_host(void* host, const void* dev, size_t n) const override {
+    check(cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
+  }
+  void copy_from_host(void* dev, const void* host, size_t n, void* stream) const override {
+    auto s = stream != nullptr ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy;
+    check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s),
+          "cudaMemcpyAsync (host to device)");
+  }
+
+ private:
+  std::runtime_error oom(size_t bytes, const char* why) const {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaGetLastError();
+    std::ostringstream msg;
+    msg << "[malloc] Out of memory: cannot allocate " << format_bytes(bytes) << " on the gpu pool "
+        << "of Device(gpu, " << index_ << "), " << why << " (active " << format_bytes(active_)
+        << ", memory limit " << format_bytes(memory_limit_) << ", device free "
+        << format_bytes(free_b) << " of " << format_bytes(total_b)
+        << "). Free arrays, evaluate in smaller pieces, or lower the batch size.";
+    return std::runtime_error(msg.str());
+  }
+
+  int index_;
+  cudaMemPool_t pool_ = nullptr;
+  mutable std::mutex mutex_;
+  size_t active_ = 0;
+  size_t peak_ = 0;
+  size_t total_ = 0;
+  size_t memory_limit_ = 0;
+  size_t cache_limit_ = 0;
+};
+
+} // namespace
+
+// Leaked on purpose, as the host pool: arrays freed during exit still find it.
+allocator::Allocator& device_pool(int index) {
+  static std::mutex m;
+  static std::vector<DevicePool*> pools;
+  std::lock_guard<std::mutex> lock(m);
+  if (static_cast<int>(pools.size()) <= index) pools.resize(index + 1, nullptr);
+  if (pools[index] == nullptr) pools[index] = new DevicePool(index);
+  return *pools[index];
+}
+
+} // namespace loom::cuda

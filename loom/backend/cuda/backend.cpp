@@ -1,0 +1,231 @@
+// The CUDA backend: found at run time, one CUDA stream per Loom GPU stream,
+// kernels looked up per primitive type, and the CPU as a transparent fallback
+// for primitives that have no GPU kernel yet.
+#include "loom/scheduler/backend.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "loom/backend/cuda/cuda.h"
+#include "loom/primitives/primitive.h"
+#include "loom/scheduler/scheduler.h"
+
+namespace loom::cuda {
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError(); // leave no error behind for the next call to trip on
+  throw std::runtime_error(std::string("[cuda] ") + what + " failed: " + cudaGetErrorName(e) +
+                           " (" + cudaGetErrorString(e) + ").");
+}
+
+namespace {
+
+std::unordered_map<std::type_index, Kernel>& kernel_table() {
+  static std::unordered_map<std::type_index, Kernel> table;
+  return table;
+}
+
+thread_local cudaStream_t t_stream = cudaStreamLegacy;
+thread_local int t_stream_index = -1;
+
+// Primitives whose CPU evaluation only re-describes an input's buffer (a
+// view): running them "on the CPU" moves no data, so they earn no warning.
+bool is_view_primitive(const std::string& name) {
+  static const std::set<std::string> views = {
+      "Reshape", "Transpose",    "Broadcast", "Slice",  "Squeeze",     "ExpandDims",
+      "Flatten", "StopGradient", "Split",     "Marker", "Placeholder", "VmapPlaceholder"};
+  return views.count(name) > 0;
+}
+
+class CudaBackend final : public scheduler::DeviceBackend {
+ public:
+  explicit CudaBackend(int count) : count_(count) {
+    for (int i = 0; i < count_; ++i) {
+      allocator::register_allocator(Device(Device::gpu, i), &device_pool(i));
+    }
+    if (const char* v = std::getenv("LOOM_CUDA_FALLBACK_WARN")) quiet_ = std::string(v) == "0";
+  }
+
+  int device_count() const override { return count_; }
+
+  void eval(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    cudaStream_t s = stream_of(p.stream());
+    auto it = kernel_table().find(std::type_index(typeid(p)));
+    if (it != kernel_table().end() && it->second(p, inputs, outputs, s)) {
+      check(cudaGetLastError(), p.name());
+      return;
+    }
+    fallback(p, inputs, outputs);
+  }
+
+  void signal_when_done(const Stream& stream, const std::shared_ptr<scheduler::Timeline>& timeline,
+                        uint64_t value) override {
+    auto* payload = new Signal{timeline, value};
+    cudaStream_t s = stream_of(stream);
+    if (cudaLaunchHostFunc(s, &Signal::fire, payload) != cudaSuccess) {
+      // The device is unusable: wake waiters now rather than never.
+      cudaGetLastError();
+      Signal::fire(payload);
+    }
+  }
+
+  void stream_created(const Stream& stream) override {
+    cudaSetDevice(stream.device.index);
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreate(&s), "cudaStreamCreate");
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_[stream.index] = s;
+  }
+
+  void stream_destroyed(const Stream& stream) override {
+    cudaStream_t s = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = streams_.find(stream.index);
+      if (it == streams_.end()) return;
+      s = it->second;
+      streams_.erase(it);
+    }
+    cudaStreamDestroy(s); // returns at once; the stream goes when its work is done
+  }
+
+  std::map<std::string, std::variant<std::string, size_t>> device_info(int index) override {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    std::map<std::string, std::variant<std::string, size_t>> info;
+    info["device_name"] = std::string(prop.name);
+    info["architecture"] = "sm_" + std::to_string(prop.major * 10 + prop.minor);
+    info["total_memory"] = static_cast<size_t>(prop.totalGlobalMem);
+    size_t free_b = 0, total_b = 0;
+    cudaSetDevice(index);
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) info["free_memory"] = free_b;
+    cudaGetLastError();
+    info["compute_capability_major"] = static_cast<size_t>(prop.major);
+    info["compute_capability_minor"] = static_cast<size_t>(prop.minor);
+    info["multiprocessor_count"] = static_cast<size_t>(prop.multiProcessorCount);
+    return info;
+  }
+
+ private:
+  struct Signal {
+    std::shared_ptr<scheduler::Timeline> timeline;
+    uint64_t value;
+    static void CUDART_CB fire(void* p) {
+      auto* s = static_cast<Signal*>(p);
+      s->timeline->signal(s->value);
+      delete s;
+    }
+  };
+
+  cudaStream_t stream_of(const Stream& stream) {
+    if (t_stream_index == stream.index) return t_stream;
+    cudaSetDevice(stream.device.index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = streams_.find(stream.index);
+    if (it == streams_.end()) {
+      throw std::runtime_error("[cuda] Stream " + std::to_string(stream.index) +
+                               " has no CUDA stream.");
+    }
+    // A worker thread serves one stream for its whole life.
+    t_stream = it->second;
+    t_stream_index = stream.index;
+    return t_stream;
+  }
+
+  // Beyond MLX: a primitive without a GPU kernel runs on the CPU, on this
+  // stream's worker, in stream order. Its inputs come down through Data's
+  // host copies (each copy waits for the kernels that wrote it), and its
+  // outputs live on the host until a GPU kernel needs them.
+  void fallback(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) {
+    // A CPU kernel may block (host copies, nested evaluation): no completion
+    // signal of this stream may be held back meanwhile.
+    scheduler::flush_stream_signals();
+    std::string name = p.name();
+    if (!quiet_ && !is_view_primitive(name)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (warned_.insert(name).second) {
+        std::cerr << "[loom] warning: " << name
+                  << " has no GPU kernel yet; it runs on the CPU (its data moves to the host "
+                     "and back). This warning is shown once per primitive.\n";
+      }
+    }
+    p.eval_cpu(inputs, outputs);
+  }
+
+  int count_;
+  bool quiet_ = false;
+  std::mutex mutex_;
+  std::unordered_map<int, cudaStream_t> streams_;
+  std::set<std::string> warned_;
+};
+
+scheduler::DeviceBackend* probe() {
+  if (const char* v = std::getenv("LOOM_DISABLE_GPU"); v != nullptr && std::string(v) == "1") {
+    return nullptr;
+  }
+  int count = 0;
+  // Without a driver (or a device) this fails, and Loom is a CPU library.
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  try {
+    return new CudaBackend(count); // leaked: lives as long as the process
+  } catch (const std::exception& e) {
+    std::cerr << "[loom] warning: a GPU was found but the CUDA backend failed to start: "
+              << e.what() << "\n";
+    return nullptr;
+  }
+}
+
+struct Registration {
+  Registration() { scheduler::register_probe(Device::gpu, &probe); }
+} registration;
+
+} // namespace
+
+cudaStream_t current_stream() { return t_stream; }
+
+void register_kernel(std::type_index primitive, Kernel kernel) {
+  kernel_table()[primitive] = kernel;
+}
+
+const void* device_data(const array& a, cudaStream_t stream) {
+  auto& data = a.data_shared_ptr();
+  int dev = 0;
+  cudaGetDevice(&dev);
+  char* base = static_cast<char*>(data->device_ptr(device_pool(dev), stream));
+  return base + a.offset();
+}
+
+void* alloc_output(array& out) {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  auto& pool = device_pool(dev);
+  out.set_data(std::make_shared<allocator::Data>(pool.malloc(out.nbytes()), &pool));
+  return out.data_shared_ptr()->device_ptr(pool, nullptr);
+}
+
+int current_device() {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  return dev;
+}
+
+int compute_capability(int index) {
+  static std::mutex m;
+  static std::unordered_map<int, int> cache;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find(index);
+  if (it != cache.end()) return it->second;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index);
+  return cache[index] = major * 10 + minor;
+}
+
+} // namespace loom::cuda

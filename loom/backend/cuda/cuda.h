@@ -1,0 +1,56 @@
+// The CUDA backend's shared pieces: error checks, the device pools, the
+// stream a worker thread is running, and the table of GPU kernels.
+//
+// Everything here is plain C++ against the CUDA runtime (linked statically,
+// so that loading Loom on a machine without a driver works and simply finds
+// no GPU); kernels are generated as source and built with NVRTC at run time,
+// and cuBLAS and NVRTC themselves are loaded with dlopen on first use.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+#include "loom/allocator/allocator.h"
+#include "loom/array.h"
+
+namespace loom {
+class Primitive;
+}
+
+namespace loom::cuda {
+
+// Raises a RuntimeError naming `what` when `e` is an error.
+void check(cudaError_t e, const char* what);
+
+// The device pool of GPU `index` (a stream-ordered pool of plain device
+// allocations).
+allocator::Allocator& device_pool(int index);
+
+// The CUDA stream of the GPU stream whose task runs on this thread (the
+// legacy default stream outside a GPU worker).
+cudaStream_t current_stream();
+
+// A GPU kernel for one primitive type. It returns false, before touching
+// anything, when it does not handle this case (a dtype or layout it lacks);
+// the primitive then runs on the CPU.
+using Kernel = bool (*)(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
+                        cudaStream_t stream);
+void register_kernel(std::type_index primitive, Kernel kernel);
+
+// Device pointer to `a`'s first element, uploading its buffer if only the
+// host holds it.
+const void* device_data(const array& a, cudaStream_t stream);
+// Gives `out` a fresh row-major device buffer; returns its pointer.
+void* alloc_output(array& out);
+
+// The calling thread's current CUDA device.
+int current_device();
+
+// Compute capability of GPU `index`, e.g. 90.
+int compute_capability(int index);
+
+} // namespace loom::cuda

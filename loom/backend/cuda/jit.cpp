@@ -1,0 +1,216 @@
+#include "loom/backend/cuda/jit.h"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include "loom/backend/cuda/cuda.h"
+
+namespace loom::cuda {
+
+namespace {
+
+struct Nvrtc {
+  decltype(&nvrtcCreateProgram) create = nullptr;
+  decltype(&nvrtcCompileProgram) compile = nullptr;
+  decltype(&nvrtcGetProgramLogSize) log_size = nullptr;
+  decltype(&nvrtcGetProgramLog) log = nullptr;
+  decltype(&nvrtcGetCUBINSize) cubin_size = nullptr;
+  decltype(&nvrtcGetCUBIN) cubin = nullptr;
+  decltype(&nvrtcDestroyProgram) destroy = nullptr;
+  decltype(&nvrtcGetErrorString) error = nullptr;
+  decltype(&nvrtcVersion) version = nullptr;
+};
+
+const Nvrtc& nvrtc() {
+  static Nvrtc lib = [] {
+    Nvrtc n;
+    void* h = nullptr;
+    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (h == nullptr) {
+      for (const char* path :
+           {"/usr/local/cuda/lib64/libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13"}) {
+        if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+      }
+    }
+    if (h == nullptr) return n;
+    n.create = reinterpret_cast<decltype(n.create)>(dlsym(h, "nvrtcCreateProgram"));
+    n.compile = reinterpret_cast<decltype(n.compile)>(dlsym(h, "nvrtcCompileProgram"));
+    n.log_size = reinterpret_cast<decltype(n.log_size)>(dlsym(h, "nvrtcGetProgramLogSize"));
+    n.log = reinterpret_cast<decltype(n.log)>(dlsym(h, "nvrtcGetProgramLog"));
+    n.cubin_size = reinterpret_cast<decltype(n.cubin_size)>(dlsym(h, "nvrtcGetCUBINSize"));
+    n.cubin = reinterpret_cast<decltype(n.cubin)>(dlsym(h, "nvrtcGetCUBIN"));
+    n.destroy = reinterpret_cast<decltype(n.destroy)>(dlsym(h, "nvrtcDestroyProgram"));
+    n.error = reinterpret_cast<decltype(n.error)>(dlsym(h, "nvrtcGetErrorString"));
+    n.version = reinterpret_cast<decltype(n.version)>(dlsym(h, "nvrtcVersion"));
+    return n;
+  }();
+  if (lib.create == nullptr) {
+    throw std::runtime_error(
+        "[cuda] NVRTC (libnvrtc.so) was not found: GPU kernels are built with it at run time. "
+        "Install the CUDA toolkit's NVRTC or add its folder to LD_LIBRARY_PATH.");
+  }
+  return lib;
+}
+
+// FNV-1a: stable across runs, so the disk cache survives restarts.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::filesystem::path cache_dir() {
+  if (const char* d = std::getenv("LOOM_CUDA_CACHE")) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"))
+    return std::filesystem::path(x) / "loom" / "cuda";
+  if (const char* home = std::getenv("HOME"))
+    return std::filesystem::path(home) / ".cache" / "loom" / "cuda";
+  return std::filesystem::temp_directory_path() / "loom-cuda";
+}
+
+std::string build_cubin(const std::string& source, int arch) {
+  const auto& n = nvrtc();
+  nvrtcProgram prog = nullptr;
+  if (n.create(&prog, source.c_str(), "loom_kernel.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) {
+    throw std::runtime_error("[cuda] nvrtcCreateProgram failed.");
+  }
+  std::string arch_opt = "-arch=sm_" + std::to_string(arch);
+  const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device"};
+  nvrtcResult r = n.compile(prog, 3, opts);
+  if (r != NVRTC_SUCCESS) {
+    size_t len = 0;
+    n.log_size(prog, &len);
+    std::string log(len, '\0');
+    if (len > 0) n.log(prog, log.data());
+    n.destroy(&prog);
+    throw std::runtime_error(std::string("[cuda] NVRTC failed to build a generated kernel: ") +
+                             n.error(r) + "\n" + log + "\n--- source ---\n" + source);
+  }
+  size_t size = 0;
+  n.cubin_size(prog, &size);
+  std::string cubin(size, '\0');
+  n.cubin(prog, cubin.data());
+  n.destroy(&prog);
+  return cubin;
+}
+
+// Reads the cubin from the disk cache, or builds and stores it (written to a
+// temporary file and renamed, so concurrent processes never read half a file).
+std::string cubin_for(const std::string& source, int arch) {
+  int major = 0, minor = 0;
+  if (nvrtc().version) nvrtc().version(&major, &minor);
+  std::string key = source + "\n// sm_" + std::to_string(arch) + " nvrtc " + std::to_string(major) +
+                    "." + std::to_string(minor);
+  std::ostringstream name;
+  name << std::hex << fnv1a(key) << ".cubin";
+  std::error_code ec;
+  auto dir = cache_dir();
+  auto path = dir / name.str();
+  if (std::ifstream in{path, std::ios::binary}) {
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!data.empty()) return data;
+  }
+  std::string cubin = build_cubin(source, arch);
+  std::filesystem::create_directories(dir, ec);
+  if (!ec) {
+    auto tmp = dir / (name.str() + ".tmp" + std::to_string(getpid()));
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+    }
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) std::filesystem::remove(tmp, ec);
+  }
+  return cubin;
+}
+
+} // namespace
+
+cudaKernel_t jit_kernel(const std::string& kernel_name,
+                        const std::function<std::string()>& make_source) {
+  static std::mutex m;
+  static std::unordered_map<std::string, cudaKernel_t> kernels;
+  int dev = 0;
+  cudaGetDevice(&dev);
+  std::string key = std::to_string(dev) + "|" + kernel_name;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = kernels.find(key);
+  if (it != kernels.end()) return it->second;
+  std::string cubin = cubin_for(make_source(), compute_capability(dev));
+  cudaLibrary_t lib = nullptr;
+  check(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        "cudaLibraryLoadData");
+  cudaKernel_t k = nullptr;
+  check(cudaLibraryGetKernel(&k, lib, kernel_name.c_str()), "cudaLibraryGetKernel");
+  kernels.emplace(key, k);
+  return k;
+}
+
+void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr unsigned threads = 256;
+  size_t blocks = (n + threads - 1) / threads;
+  // A grid-stride loop covers the rest: enough blocks to fill the device.
+  blocks = std::min<size_t>(blocks, 132 * 32);
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
+                         dim3(threads), args, 0, stream),
+        "cudaLaunchKernel");
+}
+
+const char* jit_prelude() {
+  return R"(
+struct loom_half { unsigned short bits; };
+struct loom_bf16 { unsigned short bits; };
+__device__ __forceinline__ float loom_ld(loom_half h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits)); return f;
+}
+__device__ __forceinline__ float loom_ld(loom_bf16 h) {
+  return __uint_as_float(((unsigned)h.bits) << 16);
+}
+template <typename T> __device__ __forceinline__ T loom_ld(T x) { return x; }
+__device__ __forceinline__ void loom_st(loom_half* p, float v) {
+  unsigned short b; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(v)); p->bits = b;
+}
+__device__ __forceinline__ void loom_st(loom_bf16* p, float v) {
+  unsigned u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { p->bits = (unsigned short)((u >> 16) | 0x40u); return; }
+  u += 0x7fffu + ((u >> 16) & 1u); // round to nearest even
+  p->bits = (unsigned short)(u >> 16);
+}
+template <typename T, typename V> __device__ __forceinline__ void loom_st(T* p, V v) { *p = (T)v; }
+template <typename T> __device__ __forceinline__ bool loom_isnan(T x) { return x != x; }
+template <typename T> __device__ __forceinline__ bool loom_isinf(T x) {
+  return x == (T)__int_as_float(0x7f800000) || x == -(T)__int_as_float(0x7f800000);
+}
+struct loom_layout {
+  int ndim;
+  long long shape[8];
+  long long strides[3][8];
+};
+__device__ __forceinline__ long long loom_offset(long long i, const loom_layout& l, int k) {
+  long long off = 0;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    long long q = i / l.shape[d];
+    off += (i - q * l.shape[d]) * l.strides[k][d];
+    i = q;
+  }
+  return off;
+}
+)";
+}
+
+} // namespace loom::cuda

@@ -1,0 +1,25 @@
+// Kernels built at run time with NVRTC (loaded with dlopen on first use) for
+// the device's own architecture, cached in memory and on disk.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+
+namespace loom::cuda {
+
+// The kernel `kernel_name` (extern "C"), built for the current device from
+// the source `make_source` returns; the source is only generated on the first
+// request for the name. Raises a RuntimeError with NVRTC's log when it fails.
+cudaKernel_t jit_kernel(const std::string& kernel_name,
+                        const std::function<std::string()>& make_source);
+
+// Launches a grid-stride element-wise kernel over `n` elements.
+void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t stream);
+
+// Device-side helpers every generated kernel starts with: storage types for
+// float16/bfloat16 and their conversions to and from float.
+const char* jit_prelude();
+
+} // namespace loom::cuda

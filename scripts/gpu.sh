@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds Loom with its CUDA backend on a machine with an NVIDIA GPU and runs
+# the GPU checks: the C++ tests, the GPU pytest file, the whole pytest suite
+# with the GPU as the default device, and a few timings. Logs go under $OUT
+# (default /tmp/loom-gpu). Needs no network: CMake, Ninja, nanobind,
+# scikit-build-core, pytest, NumPy, OpenBLAS, LAPACKE, nlohmann-json and
+# GoogleTest must be installed (the device machine's image has them).
+#   usage: bash scripts/gpu.sh [quick]   (quick: skip the whole-suite run)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/loom-gpu}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+SITE=${LOOM_GPU_SITE:-/tmp/loom-site}
+export PYTHONUNBUFFERED=1 LOOM_CUDA_CACHE=${LOOM_CUDA_CACHE:-/tmp/loom-cuda-cache}
+JOBS=$(nproc)
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -1;
+  $PY --version; } 2>&1 | tee "$OUT/env.txt"
+
+echo "== build (LOOM_CUDA=ON)"
+start=$(date +%s)
+CMAKE_BUILD_PARALLEL_LEVEL=$JOBS $PY -m pip install -q --no-index --no-build-isolation --no-deps \
+  --target "$SITE" --upgrade -Cbuild-dir=build/gpu -Ccmake.define.LOOM_BUILD_TESTS=ON \
+  -Ccmake.define.LOOM_CUDA=ON -Ccmake.define.LOOM_NATIVE=OFF . >"$OUT/build.log" 2>&1
+rc=$?
+echo "build rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+if [ $rc -ne 0 ]; then tail -60 "$OUT/build.log"; exit $rc; fi
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+
+echo "== C++ tests"
+(cd build/gpu && timeout 150 ctest -j"$JOBS" --output-on-failure) >"$OUT/ctest.log" 2>&1
+echo "ctest rc=$? $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")" | tee -a "$OUT/summary.txt"
+
+echo "== GPU tests (python/tests/test_cuda*.py)"
+(cd python/tests && timeout 150 $PY -m pytest -q -rs -p no:cacheprovider test_cuda*.py) \
+  >"$OUT/pytest_cuda.log" 2>&1
+echo "pytest cuda rc=$? $(tail -1 "$OUT/pytest_cuda.log")" | tee -a "$OUT/summary.txt"
+grep -E "FAILED|Error" "$OUT/pytest_cuda.log" | head -30
+
+echo "== timings"
+timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
+
+# Side by side with the image's PyTorch and JAX (the same interpreter runs them).
+if [ -n "${LOOM_GPU_PEERS:-}" ]; then
+  echo "== benchmarks --device gpu (PyTorch, JAX)"
+  PEERS_PYTHON=$PY timeout ${PEERS_TIMEOUT:-240} $PY -m benchmarks --device gpu --quick \
+    ${LOOM_GPU_PEERS_FILTER:---filter gelu --filter matmul --filter copy} 2>&1 | tee "$OUT/benchmarks_gpu.txt"
+fi
+
+if [ "${1:-}" != "quick" ]; then
+  echo "== whole suite, default device gpu"
+  (cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout ${SUITE_TIMEOUT:-300} \
+     $PY -m pytest -q --timeout=60 -p no:cacheprovider -n ${SUITE_WORKERS:-12} . ) >"$OUT/pytest_suite_gpu.log" 2>&1
+  echo "pytest suite(gpu) $(tail -1 "$OUT/pytest_suite_gpu.log")" | tee -a "$OUT/summary.txt"
+  grep -E "^FAILED|^ERROR" "$OUT/pytest_suite_gpu.log" > "$OUT/suite_failures.txt"
+  echo "failures per file:"; sed -E 's/^(FAILED|ERROR) ([a-z_0-9]+\.py).*/\2/' "$OUT/suite_failures.txt" \
+    | sort | uniq -c | sort -rn | head -25
+fi
+cat "$OUT/summary.txt"

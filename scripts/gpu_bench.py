@@ -1,0 +1,72 @@
+"""A few GPU timings for scripts/gpu.sh (median of repeats, after warm-up;
+device work is synchronised before each clock read)."""
+
+import statistics
+import time
+
+import numpy as np
+
+import loom.core as mx
+
+
+def bench(fn, repeat=20, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        mx.synchronize()
+        t = time.perf_counter()
+        fn()
+        mx.synchronize()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def main():
+    print("default device:", mx.default_device(), mx.device_info(mx.gpu))
+    g = mx.gpu
+    n = 1 << 28  # 1 GiB of float32
+    x = mx.add(mx.broadcast_to(mx.array(1.0), (n,)), 0, stream=g)
+    mx.eval(x)
+    ms = bench(lambda: mx.eval(mx.multiply(x, 2.0, stream=g)), repeat=10)
+    print(f"elementwise x*2 over 1 GiB float32: {ms:.3f} ms, {2 * 4 * n / ms / 1e6:.0f} GB/s")
+
+    a = mx.random.normal((32, 1000, 4096))
+    mx.eval(a)
+
+    def gelu():
+        y = a * 0.5 * (1 + mx.erf(a / 1.4142135623730951))
+        mx.eval(y)
+
+    print(f"gelu (32,1000,4096) float32 eager: {bench(gelu, repeat=10):.3f} ms")
+
+    host = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
+
+    def host_built_matmul():
+        m = mx.array(host)
+        mx.eval(mx.matmul(m, m, stream=g))
+
+    print(f"host-built 4096^2 float32 + matmul: {bench(host_built_matmul, repeat=5, warmup=1):.2f} ms")
+    for dt, size in ((mx.bfloat16, 8192), (mx.float16, 4096), (mx.float32, 4096)):
+        m = mx.random.normal((size, size)).astype(dt)
+        mx.eval(m)
+        ms = bench(lambda: mx.eval(mx.matmul(m, m, stream=g)), repeat=10, warmup=2)
+        print(f"matmul {dt} {size}^3: {ms:.3f} ms, {2 * size**3 / ms / 1e9:.0f} TFLOP/s")
+
+    small = mx.ones((16,), stream=g)
+    mx.eval(small)
+
+    def chain(each):
+        y = small
+        for _ in range(1000):
+            y = mx.add(y, 1.0, stream=g)
+            if each:
+                mx.eval(y)
+        mx.eval(y)
+
+    print(f"1000 chained tiny adds, eval once: {bench(lambda: chain(False), repeat=5) :.2f} us/op")
+    print(f"1000 chained tiny adds, eval each: {bench(lambda: chain(True), repeat=3) :.2f} us/op")
+
+
+if __name__ == "__main__":
+    main()
