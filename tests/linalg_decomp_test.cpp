@@ -1,6 +1,8 @@
 // mx.linalg through LAPACK from C++: reconstructions (Q R, U S Vt, L Lᵀ, A X),
 // eigenpairs, determinants, the matmul family, errors, and the primitives'
 // state (equivalence and the import registry).
+#include "loom/primitives/linalg_decomp.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "loom/ops.h"
 #include "loom/primitives/linalg.h"
-#include "loom/primitives/linalg_decomp.h"
 
 using namespace loom;
 
@@ -104,8 +105,10 @@ TEST(LinalgDecomp, GatherAndSegmentedProductsMatchLoops) {
   array y = random_matrix({6, 2}, 9, float32);
   array seg = array({0, 2, 2, 6}, {2, 2}, int32);
   array s = segmented_mm(x, y, seg);
-  array first = matmul(slice(x, Shape{0, 0}, Shape{3, 2}, Shape{1, 1}), slice(y, Shape{0, 0}, Shape{2, 2}, Shape{1, 1}));
-  array second = matmul(slice(x, Shape{0, 2}, Shape{3, 6}, Shape{1, 1}), slice(y, Shape{2, 0}, Shape{6, 2}, Shape{1, 1}));
+  array first = matmul(slice(x, Shape{0, 0}, Shape{3, 2}, Shape{1, 1}),
+                       slice(y, Shape{0, 0}, Shape{2, 2}, Shape{1, 1}));
+  array second = matmul(slice(x, Shape{0, 2}, Shape{3, 6}, Shape{1, 1}),
+                        slice(y, Shape{2, 0}, Shape{6, 2}, Shape{1, 1}));
   EXPECT_LT(max_abs_diff(s, stack({first, second})), 1e-5);
 }
 

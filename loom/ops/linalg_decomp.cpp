@@ -2,6 +2,8 @@
 // primitive (primitives/linalg_decomp.h) or a composite of ops. Composites
 // (det, slogdet, lu, pinv, norm, cross, cholesky_inv, solve_triangular)
 // inherit their gradients from the primitives they are built on.
+#include "loom/primitives/linalg_decomp.h"
+
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -14,7 +16,6 @@
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
-#include "loom/primitives/linalg_decomp.h"
 
 namespace loom::linalg {
 
@@ -234,13 +235,15 @@ array eigvals(const array& a, StreamOrDevice s) {
 array solve(const array& a, const array& b, StreamOrDevice s) {
   Stream st = cpu_stream(s, "solve");
   if (a.ndim() < 2) {
-    throw std::invalid_argument("[linalg::solve] First input must have >= 2 dimensions. Received "
-                                "array with " +
-                                std::to_string(a.ndim()) + " dimensions.");
+    throw std::invalid_argument(
+        "[linalg::solve] First input must have >= 2 dimensions. Received "
+        "array with " +
+        std::to_string(a.ndim()) + " dimensions.");
   }
   if (b.ndim() < 1) {
-    throw std::invalid_argument("[linalg::solve] Second input must have >= 1 dimensions. Received "
-                                "array with 0 dimensions.");
+    throw std::invalid_argument(
+        "[linalg::solve] Second input must have >= 1 dimensions. Received "
+        "array with 0 dimensions.");
   }
   if (a.shape(-1) != a.shape(-2)) {
     throw std::invalid_argument(
@@ -250,16 +253,17 @@ array solve(const array& a, const array& b, StreamOrDevice s) {
   const bool vector = b.ndim() == 1;
   const int rhs_axis = vector ? b.ndim() - 1 : b.ndim() - 2;
   if (b.shape(rhs_axis) != a.shape(-1)) {
-    throw std::invalid_argument(
-        "[linalg::solve] Last dimension of first input with shape " + shape_to_string(a.shape()) +
-        " must match second to last dimension of second input with shape " +
-        shape_to_string(b.shape()) + ".");
+    throw std::invalid_argument("[linalg::solve] Last dimension of first input with shape " +
+                                shape_to_string(a.shape()) +
+                                " must match second to last dimension of second input with shape " +
+                                shape_to_string(b.shape()) + ".");
   }
   const Dtype dtype = promote_types(a.dtype(), b.dtype());
   if (dtype != float32 && dtype != float64) {
-    throw std::invalid_argument("[linalg::solve] Arrays must have type float32 or float64. "
-                                "Received arrays with types " +
-                                dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) + ".");
+    throw std::invalid_argument(
+        "[linalg::solve] Arrays must have type float32 or float64. "
+        "Received arrays with types " +
+        dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) + ".");
   }
   array aa = astype(a, dtype, st);
   // A 1-D b is one right-hand side for every matrix of a (NumPy's rule).
@@ -278,22 +282,25 @@ array solve(const array& a, const array& b, StreamOrDevice s) {
 array solve_triangular(const array& a, const array& b, bool upper, StreamOrDevice s) {
   Stream st = cpu_stream(s, "solve_triangular");
   if (a.ndim() < 2) {
-    throw std::invalid_argument("[linalg::solve_triangular] First input must have >= 2 "
-                                "dimensions. Received array with " +
-                                std::to_string(a.ndim()) + " dimensions.");
+    throw std::invalid_argument(
+        "[linalg::solve_triangular] First input must have >= 2 "
+        "dimensions. Received array with " +
+        std::to_string(a.ndim()) + " dimensions.");
   }
   if (a.shape(-1) != a.shape(-2)) {
-    throw std::invalid_argument("[linalg::solve_triangular] First input must be a square matrix. "
-                                "Received array with shape " +
-                                shape_to_string(a.shape()) + ".");
+    throw std::invalid_argument(
+        "[linalg::solve_triangular] First input must be a square matrix. "
+        "Received array with shape " +
+        shape_to_string(a.shape()) + ".");
   }
   const int rhs_axis = b.ndim() == 1 ? 0 : b.ndim() - 2;
   if (b.ndim() == 0 || b.shape(rhs_axis) != a.shape(-1)) {
-    throw std::invalid_argument("[linalg::solve_triangular] Last dimension of first input with "
-                                "shape " +
-                                shape_to_string(a.shape()) +
-                                " must match second to last dimension of second input with shape " +
-                                shape_to_string(b.shape()) + ".");
+    throw std::invalid_argument(
+        "[linalg::solve_triangular] Last dimension of first input with "
+        "shape " +
+        shape_to_string(a.shape()) +
+        " must match second to last dimension of second input with shape " +
+        shape_to_string(b.shape()) + ".");
   }
   // As MLX: the triangular inverse times b (tri_inv reads one triangle).
   return matmul(tri_inv(a, upper, st), b, st);
@@ -381,7 +388,8 @@ array vector_norm(const array& a, double ord, int axis, bool keepdims, StreamOrD
   std::vector<int> ax{axis};
   array x = abs_float(a, s);
   if (std::isinf(ord)) return ord > 0 ? max(x, ax, keepdims, s) : min(x, ax, keepdims, s);
-  if (ord == 0) return sum(astype(not_equal(x, array(0, x.dtype()), s), x.dtype(), s), ax, keepdims, s);
+  if (ord == 0)
+    return sum(astype(not_equal(x, array(0, x.dtype()), s), x.dtype(), s), ax, keepdims, s);
   if (ord == 1) return sum(x, ax, keepdims, s);
   if (ord == 2) return sqrt(sum(square(x, s), ax, keepdims, s), s);
   array p(ord, x.dtype());
@@ -445,7 +453,8 @@ array norm(const array& a, std::optional<double> ord, std::optional<std::vector<
     // The 2-norm of the flattened array or along the axes given (the
     // Frobenius norm for two).
     std::vector<int> ax = norm_axes(a, axis);
-    if (axis && ax.size() > 2) throw std::invalid_argument("[linalg::norm] Received too many axes for norm.");
+    if (axis && ax.size() > 2)
+      throw std::invalid_argument("[linalg::norm] Received too many axes for norm.");
     return sqrt(sum(square(abs_float(a, s), s), ax, keepdims, s), s);
   }
   std::vector<int> ax = norm_axes(a, axis);

@@ -11,11 +11,11 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/linalg.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/sort.h"
-#include "loom/ops/indexing.h"
 #include "loom/primitives/batching.h"
 
 namespace loom {
@@ -99,8 +99,8 @@ std::pair<std::vector<array>, std::vector<int>> LinalgPrimitive::vmap(
   // one more leading axis is the mapped computation.
   std::shared_ptr<Primitive> prim = make_primitive(name(), stream(), state());
   auto* lp = static_cast<LinalgPrimitive*>(prim.get());
-  std::vector<array> outs = array::make_arrays(prim->output_shapes(ins), lp->output_dtypes(ins),
-                                               prim, ins);
+  std::vector<array> outs =
+      array::make_arrays(prim->output_shapes(ins), lp->output_dtypes(ins), prim, ins);
   return {outs, std::vector<int>(outs.size(), 0)};
 }
 
@@ -163,8 +163,8 @@ std::vector<array> LUF::jvp(const std::vector<array>& primals, const std::vector
   auto [l, u] = unpack_square(all[0]);
   array q = argsort(all[2], -1);
   array pda = take_rows(tangents[0], q);
-  array x = matmul(matmul(linalg::tri_inv(l, false, stream()), pda),
-                   linalg::tri_inv(u, true, stream()));
+  array x =
+      matmul(matmul(linalg::tri_inv(l, false, stream()), pda), linalg::tri_inv(u, true, stream()));
   array dlu = add(matmul(l, tril(x, -1)), matmul(triu(x), u));
   return {dlu, zeros_like(all[1]), zeros_like(all[2])};
 }
@@ -187,7 +187,8 @@ std::vector<array> Inverse::vjp(const std::vector<array>&, const std::vector<arr
 
 std::vector<array> Inverse::jvp(const std::vector<array>& primals,
                                 const std::vector<array>& tangents, const std::vector<int>&) {
-  array x = tri_ ? linalg::tri_inv(primals[0], upper_, stream()) : linalg::inv(primals[0], stream());
+  array x =
+      tri_ ? linalg::tri_inv(primals[0], upper_, stream()) : linalg::inv(primals[0], stream());
   array da = tangents[0];
   if (tri_) da = upper_ ? triu(da) : tril(da);
   return {negative(matmul(matmul(x, da), x))};
@@ -205,8 +206,8 @@ namespace {
 // The lower triangle with its diagonal halved.
 array phi(const array& x) {
   const int n = x.shape(-1);
-  return subtract(tril(x), multiply(x, multiply(identity_like(n, x.dtype()),
-                                                array(0.5, x.dtype()))));
+  return subtract(tril(x),
+                  multiply(x, multiply(identity_like(n, x.dtype()), array(0.5, x.dtype()))));
 }
 } // namespace
 
@@ -279,9 +280,10 @@ std::vector<array> QRF::jvp(const std::vector<array>& primals, const std::vector
   require_real(primals[0], "QRF", "jvp");
   const array& a = primals[0];
   if (a.shape(-2) < a.shape(-1)) {
-    throw std::invalid_argument("[QRF::jvp] Only matrices with at least as many rows as columns "
-                                "are supported (got shape " +
-                                shape_to_string(a.shape()) + ").");
+    throw std::invalid_argument(
+        "[QRF::jvp] Only matrices with at least as many rows as columns "
+        "are supported (got shape " +
+        shape_to_string(a.shape()) + ").");
   }
   std::vector<array> qr = linalg::qr(a, stream());
   const array &q = qr[0], &r = qr[1];
@@ -461,8 +463,8 @@ array solve_aligned(const array& a, const array& b, const Stream& s) {
 } // namespace
 
 std::vector<array> Solve::vjp(const std::vector<array>& primals,
-                              const std::vector<array>& cotangents,
-                              const std::vector<int>& argnums, const std::vector<array>& outputs) {
+                              const std::vector<array>& cotangents, const std::vector<int>& argnums,
+                              const std::vector<array>& outputs) {
   array gb = solve_aligned(mT(primals[0]), cotangents[0], stream());
   std::vector<array> grads;
   for (int arg : argnums) {
@@ -471,8 +473,7 @@ std::vector<array> Solve::vjp(const std::vector<array>& primals,
   return grads;
 }
 
-std::vector<array> Solve::jvp(const std::vector<array>& primals,
-                              const std::vector<array>& tangents,
+std::vector<array> Solve::jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                               const std::vector<int>& argnums) {
   array x = solve_aligned(primals[0], primals[1], stream());
   array rhs = zeros_like(primals[1]);
@@ -482,9 +483,8 @@ std::vector<array> Solve::jvp(const std::vector<array>& primals,
   return {solve_aligned(primals[0], rhs, stream())};
 }
 
-LOOM_REGISTER_PRIMITIVE(LUF, [](Stream s, const PrimitiveState&) {
-  return std::make_shared<LUF>(s);
-});
+LOOM_REGISTER_PRIMITIVE(LUF,
+                        [](Stream s, const PrimitiveState&) { return std::make_shared<LUF>(s); });
 LOOM_REGISTER_PRIMITIVE(Inverse, [](Stream s, const PrimitiveState& st) {
   return std::make_shared<Inverse>(s, state_get<bool>(st, "Inverse", "tri"),
                                    state_get<bool>(st, "Inverse", "upper"));
@@ -492,9 +492,8 @@ LOOM_REGISTER_PRIMITIVE(Inverse, [](Stream s, const PrimitiveState& st) {
 LOOM_REGISTER_PRIMITIVE(Cholesky, [](Stream s, const PrimitiveState& st) {
   return std::make_shared<Cholesky>(s, state_get<bool>(st, "Cholesky", "upper"));
 });
-LOOM_REGISTER_PRIMITIVE(QRF, [](Stream s, const PrimitiveState&) {
-  return std::make_shared<QRF>(s);
-});
+LOOM_REGISTER_PRIMITIVE(QRF,
+                        [](Stream s, const PrimitiveState&) { return std::make_shared<QRF>(s); });
 LOOM_REGISTER_PRIMITIVE(SVD, [](Stream s, const PrimitiveState& st) {
   return std::make_shared<SVD>(s, state_get<bool>(st, "SVD", "compute_uv"));
 });
@@ -505,8 +504,7 @@ LOOM_REGISTER_PRIMITIVE(Eigh, [](Stream s, const PrimitiveState& st) {
 LOOM_REGISTER_PRIMITIVE(Eig, [](Stream s, const PrimitiveState& st) {
   return std::make_shared<Eig>(s, state_get<bool>(st, "Eig", "compute_vectors"));
 });
-LOOM_REGISTER_PRIMITIVE(Solve, [](Stream s, const PrimitiveState&) {
-  return std::make_shared<Solve>(s);
-});
+LOOM_REGISTER_PRIMITIVE(Solve,
+                        [](Stream s, const PrimitiveState&) { return std::make_shared<Solve>(s); });
 
 } // namespace loom

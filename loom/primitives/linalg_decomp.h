@@ -15,7 +15,8 @@ namespace loom {
 // multi-output trait.
 class LinalgPrimitive : public Primitive {
  public:
-  LinalgPrimitive(Stream stream, bool multi_output) : Primitive(stream), multi_output_(multi_output) {}
+  LinalgPrimitive(Stream stream, bool multi_output)
+      : Primitive(stream), multi_output_(multi_output) {}
   bool is_equivalent(const Primitive& other) const override;
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
@@ -31,10 +32,10 @@ class LinalgPrimitive : public Primitive {
   bool multi_output_;
 };
 
-#define LOOM_LINALG_PRIMITIVE_BODY(NAME)                                                      \
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;      \
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;                \
-  const char* name() const override { return #NAME; }                                         \
+#define LOOM_LINALG_PRIMITIVE_BODY(NAME)                                                 \
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override; \
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;           \
+  const char* name() const override { return #NAME; }                                    \
   PrimitiveState state() const override;
 
 // A = P L U with partial pivoting. Outputs: LU packed (m, n); pivots (min(m,n)),

@@ -25,7 +25,8 @@ array norm_binding(const array& a, nb::handle ord, nb::handle axis, bool keepdim
                    const StreamArg& s) {
   std::optional<std::vector<int>> ax = read_axis(axis);
   if (ord.is_none()) return linalg::norm(a, std::nullopt, ax, keepdims, s);
-  if (PyUnicode_Check(ord.ptr())) return linalg::norm(a, nb::cast<std::string>(ord), ax, keepdims, s);
+  if (PyUnicode_Check(ord.ptr()))
+    return linalg::norm(a, nb::cast<std::string>(ord), ax, keepdims, s);
   if (PyBool_Check(ord.ptr()) || !(PyLong_Check(ord.ptr()) || PyFloat_Check(ord.ptr()))) {
     throw nb::type_error("[linalg::norm] ord must be None, an int, a float or a string.");
   }
@@ -197,8 +198,7 @@ void init_linalg(nb::module_& parent) {
       nb::sig("def det(a: array, *, stream: StreamOrDevice = None) -> array"),
       "The determinant of each square matrix (from the LU factors).");
   m.def(
-      "slogdet",
-      [](const array& a, const StreamArg& s) { return as_tuple(linalg::slogdet(a, s)); },
+      "slogdet", [](const array& a, const StreamArg& s) { return as_tuple(linalg::slogdet(a, s)); },
       nb::arg("a"), nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def slogdet(a: array, *, stream: StreamOrDevice = None) -> tuple[array, array]"),
       "The sign and the natural log of the absolute value of the determinant.");
@@ -207,12 +207,11 @@ void init_linalg(nb::module_& parent) {
   parent.def(
       "gather_mm",
       [](const array& a, const array& b, const std::optional<array>& lhs,
-         const std::optional<array>& rhs, bool sorted, const StreamArg& s) {
-        return gather_mm(a, b, lhs, rhs, sorted, s);
-      },
+         const std::optional<array>& rhs, bool sorted,
+         const StreamArg& s) { return gather_mm(a, b, lhs, rhs, sorted, s); },
       nb::arg(), nb::arg(), nb::arg("lhs_indices").none() = nb::none(),
-      nb::arg("rhs_indices").none() = nb::none(), nb::kw_only(),
-      nb::arg("sorted_indices") = false, nb::arg("stream") = nb::none(),
+      nb::arg("rhs_indices").none() = nb::none(), nb::kw_only(), nb::arg("sorted_indices") = false,
+      nb::arg("stream") = nb::none(),
       nb::sig("def gather_mm(a: array, b: array, /, lhs_indices: array | None = None, "
               "rhs_indices: array | None = None, *, sorted_indices: bool = False, stream: "
               "StreamOrDevice = None) -> array"),

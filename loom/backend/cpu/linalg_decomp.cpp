@@ -48,14 +48,16 @@ void for_each_matrix(int64_t count, int n, const std::function<void(int64_t, int
 template <typename T>
 void to_col_major(const T* src, T* dst, int m, int n) {
   for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) dst[static_cast<int64_t>(j) * m + i] = src[static_cast<int64_t>(i) * n + j];
+    for (int j = 0; j < n; ++j)
+      dst[static_cast<int64_t>(j) * m + i] = src[static_cast<int64_t>(i) * n + j];
   }
 }
 
 template <typename T>
 void from_col_major(const T* src, T* dst, int m, int n) {
   for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) dst[static_cast<int64_t>(i) * n + j] = src[static_cast<int64_t>(j) * m + i];
+    for (int j = 0; j < n; ++j)
+      dst[static_cast<int64_t>(i) * n + j] = src[static_cast<int64_t>(j) * m + i];
   }
 }
 
@@ -280,7 +282,8 @@ void QRF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
         T* rb = pr + b * k * n;
         for (int i = 0; i < k; ++i) {
           for (int j = 0; j < n; ++j) {
-            rb[static_cast<int64_t>(i) * n + j] = j >= i ? col[static_cast<int64_t>(j) * m + i] : T(0);
+            rb[static_cast<int64_t>(i) * n + j] =
+                j >= i ? col[static_cast<int64_t>(j) * m + i] : T(0);
           }
         }
         lapack<T>().orgqr(&mm, &kk, &kk, col.data(), &lda, tau.data(), work.data(), &lwork, &info);
@@ -348,8 +351,8 @@ void SVD::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
           int mm = m, nn = n, lda = m, ldu = m, ldvt = n;
           auto call = [&](T* w, int lw) {
             cpu::blas::library().cgesdd(&jobz, &mm, &nn, mat.data(), &lda, ps + b * k, ub.data(),
-                                        &ldu, vb.data(), &ldvt, w, &lw, rwork.data(),
-                                        iwork.data(), &info, 1);
+                                        &ldu, vb.data(), &ldvt, w, &lw, rwork.data(), iwork.data(),
+                                        &info, 1);
           };
           if (work.empty()) {
             T query{};
@@ -413,8 +416,8 @@ void Eigh::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
         int nn = n, lda = n, info = 0;
         auto call = [&](T* w, int lw, R* rw, int lrw, int* iw, int liw) {
           if constexpr (std::is_same_v<T, cfloat>) {
-            cpu::blas::library().cheevd(&jobz, &uplo, &nn, col.data(), &lda, pw + b * n, w, &lw,
-                                        rw, &lrw, iw, &liw, &info, 1, 1);
+            cpu::blas::library().cheevd(&jobz, &uplo, &nn, col.data(), &lda, pw + b * n, w, &lw, rw,
+                                        &lrw, iw, &liw, &info, 1, 1);
           } else {
             (void)rw;
             (void)lrw;
@@ -467,12 +470,11 @@ void Eig::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
         T vl_dummy{};
         auto call = [&](T* w, int lw) {
           if constexpr (std::is_same_v<T, cfloat>) {
-            cpu::blas::library().cgeev(&jobvl, &jobvr, &nn, col.data(), &lda, wr.data(),
-                                       &vl_dummy, &ldvl, vr.data(), &ldvr, w, &lw, rwork.data(),
-                                       &info, 1, 1);
+            cpu::blas::library().cgeev(&jobvl, &jobvr, &nn, col.data(), &lda, wr.data(), &vl_dummy,
+                                       &ldvl, vr.data(), &ldvr, w, &lw, rwork.data(), &info, 1, 1);
           } else {
-            lapack<T>().geev(&jobvl, &jobvr, &nn, col.data(), &lda, wr.data(), wi.data(),
-                             &vl_dummy, &ldvl, vr.data(), &ldvr, w, &lw, &info, 1, 1);
+            lapack<T>().geev(&jobvl, &jobvr, &nn, col.data(), &lda, wr.data(), wi.data(), &vl_dummy,
+                             &ldvl, vr.data(), &ldvr, w, &lw, &info, 1, 1);
           }
         };
         if (work.empty()) {
@@ -543,9 +545,10 @@ void Solve::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outpu
         int nn = n, nrhs = k, lda = n, ldb = n, info = 0;
         lapack<T>().gesv(&nn, &nrhs, acol.data(), &lda, ipiv.data(), bcol.data(), &ldb, &info);
         if (info > 0) {
-          throw std::runtime_error("[Solve::eval_cpu] The matrix is singular: LU factorization "
-                                   "failed with error code " +
-                                   std::to_string(info));
+          throw std::runtime_error(
+              "[Solve::eval_cpu] The matrix is singular: LU factorization "
+              "failed with error code " +
+              std::to_string(info));
         }
         if (info < 0) lapack_failed("Solve", "solve", info);
         from_col_major(bcol.data(), px + b * n * k, n, k);
