@@ -59,7 +59,6 @@ array slice_last(const array& x, int axis_from_end, int start, int stop) {
   return slice(x, lo, hi, st);
 }
 array cols(const array& x, int start, int stop) { return slice_last(x, 1, start, stop); }
-array rows(const array& x, int start, int stop) { return slice_last(x, 2, start, stop); }
 
 // Permutes the rows of x (..., m, n) by p (..., m): out[i] = x[p[i]].
 array take_rows(const array& x, const array& p) {
