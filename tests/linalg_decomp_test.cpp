@@ -81,11 +81,15 @@ TEST(LinalgDecomp, ErrorsNameTheOp) {
   EXPECT_THROW(linalg::inv(ones({2, 3}), Device(Device::cpu)), std::invalid_argument);
   EXPECT_THROW(linalg::qr(ones({3}), Device(Device::cpu)), std::invalid_argument);
   EXPECT_THROW(linalg::svd(ones({3, 3}, int32), true, Device(Device::cpu)), std::invalid_argument);
+  // A GPU stream is refused: by the op where a GPU exists, by the device
+  // lookup in a CPU-only build.
   try {
     linalg::inv(ones({2, 2}), Device(Device::gpu));
     FAIL() << "a GPU stream must be refused";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("linalg::inv"), std::string::npos) << e.what();
+    if (is_available(Device(Device::gpu))) {
+      EXPECT_NE(std::string(e.what()).find("linalg::inv"), std::string::npos) << e.what();
+    }
   }
   array singular = array({1.0f, 2.0f, 2.0f, 4.0f}, {2, 2});
   array r = linalg::inv(singular, Device(Device::cpu));
