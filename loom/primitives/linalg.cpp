@@ -149,7 +149,7 @@ array gather_mm_node(const array& a, const array& b, const array& li, const arra
 // Sums `updates` (I + (R, C)) into zeros of shape (n, R, C) at `indices` (I).
 array scatter_matrices(const array& updates, const array& indices, int n, const Stream& s) {
   array base = zeros({n, updates.shape(-2), updates.shape(-1)}, updates.dtype(), s);
-  Shape flat_shape{-1, 1, updates.shape(-2), updates.shape(-1)};
+  Shape flat_shape{-1, updates.shape(-2), updates.shape(-1)};
   array u = reshape(updates, flat_shape, s);
   array idx = reshape(indices, {-1}, s);
   return scatter_add(base, {idx}, u, {0}, s);

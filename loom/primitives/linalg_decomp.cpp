@@ -103,6 +103,17 @@ std::pair<std::vector<array>, std::vector<int>> LinalgPrimitive::vmap(
   return {outs, std::vector<int>(outs.size(), 0)};
 }
 
+std::vector<array> LinalgPrimitive::own_outputs(const std::vector<array>& primals,
+                                                const std::vector<array>& outputs) {
+  bool own = true;
+  for (const auto& o : outputs) own = own && o.has_node() && &o.primitive() == this;
+  if (own) return outputs;
+  std::shared_ptr<Primitive> prim = make_primitive(name(), stream(), state());
+  auto* lp = static_cast<LinalgPrimitive*>(prim.get());
+  return array::make_arrays(prim->output_shapes(primals), lp->output_dtypes(primals), prim,
+                            primals);
+}
+
 // --- LUF ---------------------------------------------------------------------
 
 std::vector<Shape> LUF::output_shapes(const std::vector<array>& inputs) {
@@ -140,8 +151,9 @@ void require_square_lu(const array& a, const char* transform) {
 } // namespace
 
 std::vector<array> LUF::vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                            const std::vector<int>&, const std::vector<array>& outputs) {
+                            const std::vector<int>&, const std::vector<array>& outs) {
   require_square_lu(primals[0], "vjp");
+  std::vector<array> outputs = own_outputs(primals, outs);
   auto [l, u] = unpack_square(outputs[0]);
   const array& g = cotangents[0];
   // X = L⁻¹ (P A) U⁻¹ moves L by L tril(X, -1) and U by triu(X) U; the
@@ -176,8 +188,10 @@ std::vector<Shape> Inverse::output_shapes(const std::vector<array>& inputs) {
 
 PrimitiveState Inverse::state() const { return {{"tri", tri_}, {"upper", upper_}}; }
 
-std::vector<array> Inverse::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
-                                const std::vector<int>&, const std::vector<array>& outputs) {
+std::vector<array> Inverse::vjp(const std::vector<array>& primals,
+                                const std::vector<array>& cotangents, const std::vector<int>&,
+                                const std::vector<array>& outs) {
+  std::vector<array> outputs = own_outputs(primals, outs);
   const array& x = outputs[0];
   array g = negative(matmul(matmul(mT(x), cotangents[0]), mT(x)));
   if (tri_) g = upper_ ? triu(g) : tril(g);
@@ -212,7 +226,8 @@ array phi(const array& x) {
 
 std::vector<array> Cholesky::vjp(const std::vector<array>& primals,
                                  const std::vector<array>& cotangents, const std::vector<int>&,
-                                 const std::vector<array>& outputs) {
+                                 const std::vector<array>& outs) {
+  std::vector<array> outputs = own_outputs(primals, outs);
   require_real(primals[0], "Cholesky", "vjp");
   array l = upper_ ? mT(outputs[0]) : outputs[0];
   array lbar = upper_ ? mT(cotangents[0]) : cotangents[0];
@@ -257,7 +272,8 @@ array qr_backward_tall(const array& q, const array& r, const array& gq, const ar
 } // namespace
 
 std::vector<array> QRF::vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                            const std::vector<int>&, const std::vector<array>& outputs) {
+                            const std::vector<int>&, const std::vector<array>& outs) {
+  std::vector<array> outputs = own_outputs(primals, outs);
   require_real(primals[0], "QRF", "vjp");
   const array& a = primals[0];
   const array &q = outputs[0], &r = outputs[1];
@@ -321,7 +337,8 @@ std::vector<Dtype> SVD::output_dtypes(const std::vector<array>& inputs) const {
 PrimitiveState SVD::state() const { return {{"compute_uv", compute_uv_}}; }
 
 std::vector<array> SVD::vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                            const std::vector<int>&, const std::vector<array>& outputs) {
+                            const std::vector<int>&, const std::vector<array>& outs) {
+  std::vector<array> outputs = own_outputs(primals, outs);
   require_real(primals[0], "SVD", "vjp");
   const array& a = primals[0];
   const int m = a.shape(-2);
@@ -409,7 +426,8 @@ PrimitiveState Eigh::state() const {
 
 std::vector<array> Eigh::vjp(const std::vector<array>& primals,
                              const std::vector<array>& cotangents, const std::vector<int>&,
-                             const std::vector<array>& outputs) {
+                             const std::vector<array>& outs) {
+  std::vector<array> outputs = own_outputs(primals, outs);
   require_real(primals[0], "Eigh", "vjp");
   std::vector<array> wv = compute_vectors_ ? outputs : linalg::eigh(primals[0], uplo_, stream());
   const array &w = wv[0], &v = wv[1];
@@ -463,7 +481,8 @@ array solve_aligned(const array& a, const array& b, const Stream& s) {
 
 std::vector<array> Solve::vjp(const std::vector<array>& primals,
                               const std::vector<array>& cotangents, const std::vector<int>& argnums,
-                              const std::vector<array>& outputs) {
+                              const std::vector<array>& outs) {
+  std::vector<array> outputs = own_outputs(primals, outs);
   array gb = solve_aligned(mT(primals[0]), cotangents[0], stream());
   std::vector<array> grads;
   for (int arg : argnums) {

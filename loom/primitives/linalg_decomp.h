@@ -28,6 +28,13 @@ class LinalgPrimitive : public Primitive {
   // Output dtypes for inputs of these dtypes (vmap rebuilds the node).
   virtual std::vector<Dtype> output_dtypes(const std::vector<array>& inputs) const;
 
+ protected:
+  // The outputs a rule may read: reverse mode passes zeros in place of
+  // outputs the caller dropped, so unless every one is this node's own they
+  // are computed again from the primals.
+  std::vector<array> own_outputs(const std::vector<array>& primals,
+                                 const std::vector<array>& outputs);
+
  private:
   bool multi_output_;
 };
