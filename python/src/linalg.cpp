@@ -61,7 +61,7 @@ void init_linalg(nb::module_& parent) {
            "None, keepdims: bool = False, *, stream: StreamOrDevice = None) -> array";
   };
   const std::string linalg_norm_sig = norm_sig("norm");
-  m.def("norm", &norm_binding, nb::arg("a"), nb::arg("ord").none() = nb::none(),
+  m.def("norm", &norm_binding, nb::arg(), nb::arg("ord").none() = nb::none(),
         nb::arg("axis").none() = nb::none(), nb::arg("keepdims") = false, nb::kw_only(),
         nb::arg("stream") = nb::none(), nb::sig(linalg_norm_sig.c_str()), kNormDoc);
   // MLX exposes the same function at the top level as matrix_norm.
