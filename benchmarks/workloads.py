@@ -48,6 +48,7 @@ GROUPS = {
     "vmap": "vmap (seed §4.7)",
     "streams": "Streams (seed §1.4)",
     "random": "Random generation",
+    "linalg": "Linear algebra (LAPACK)",
     "training": "Training",
 }
 
@@ -217,6 +218,31 @@ def build_matmul(batch, n, dtype):
         a, b = fw.rand(shape, dtype), fw.rand(shape, dtype)
         matmul = fw.m.matmul
         return lambda: matmul(a, b)
+
+    return build
+
+
+# --- linear algebra (issue 10) ---------------------------------------------------------
+def build_linalg(kind, n):
+    """svd (full U and Vt) or eigh (values and vectors) of one n x n float32
+    matrix, on the CPU; eigh's input is symmetric."""
+
+    def build(fw):
+        host = fw.rng.standard_normal((n, n), dtype=fw.np.float32)
+        if kind == "eigh":
+            host = host + host.T
+        a = fw.input(host)
+        if fw.family == "mlx":
+            m = fw.m
+            fn = getattr(m.linalg, kind)
+            return lambda: fn(a, stream=m.cpu)
+        if fw.family == "numpy":
+            return lambda: getattr(fw.np.linalg, kind)(a)
+        if fw.family == "torch":
+            return lambda: getattr(fw.torch.linalg, kind)(a)
+        if fw.family == "jax":
+            return lambda: getattr(fw.m.linalg, kind)(a)
+        raise fw.unsupported(kind)
 
     return build
 
@@ -557,6 +583,11 @@ def all_workloads(quick=False):
         for size in half_sizes:
             add(f"matmul {size}² {short}", "compute", build_matmul(0, size, dtype),
                 flops=2 * size**3)
+
+    # linear algebra (issue 10: within 1.2x of NumPy, the same LAPACK class)
+    svd_n, eigh_n = (256, 512) if quick else (1024, 2048)
+    add(f"svd {svd_n}² f32", "linalg", build_linalg("svd", svd_n), note="full U and Vt")
+    add(f"eigh {eigh_n}² f32", "linalg", build_linalg("eigh", eigh_n), note="values and vectors")
 
     # vmap, seed §4.7
     vm = vmap_shape

@@ -7,6 +7,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
@@ -148,6 +149,169 @@ array kron(const array& a, const array& b, StreamOrDevice s) {
     out.push_back(sa[i] * sb[i]);
   }
   return reshape(multiply(reshape(a, ea, s), reshape(b, eb, s), s), out, s);
+}
+
+// --- the matmul family ---
+
+namespace {
+
+bool is_index_type(Dtype d) { return is_integral(d) && d != bool_; }
+
+// The common inexact dtype of a matmul-like op, with matmul's error.
+Dtype matmul_dtype(const array& a, const array& b) {
+  const Dtype dtype = promote_types(a.dtype(), b.dtype());
+  if (!is_inexact(dtype)) {
+    throw std::invalid_argument("[matmul] Only inexact types are supported but " +
+                                dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
+                                " were provided which results in " + dtype_name(dtype) +
+                                ", which is not a floating point type.");
+  }
+  return dtype;
+}
+
+void check_inner(const Shape& a, const Shape& b, const char* op) {
+  if (a.back() != b[b.size() - 2]) {
+    throw std::invalid_argument(std::string("[") + op + "] Last dimension of first input with shape " +
+                                shape_to_string(a) +
+                                " must match second to last dimension of second input with shape " +
+                                shape_to_string(b) + ".");
+  }
+}
+
+} // namespace
+
+array gather_mm(const array& a_in, const array& b_in, std::optional<array> lhs_indices,
+                std::optional<array> rhs_indices, bool sorted_indices, StreamOrDevice s) {
+  for (const auto* idx : {&lhs_indices, &rhs_indices}) {
+    if (*idx && !is_index_type((*idx)->dtype())) {
+      throw std::invalid_argument(
+          "[gather_mm] Got indices with invalid dtype. Indices must be integral.");
+    }
+  }
+  if (a_in.ndim() == 0 || b_in.ndim() == 0) {
+    throw std::invalid_argument(
+        "[gather_mm] Got 0 dimension input. Inputs must have at least one dimension.");
+  }
+  const bool row = a_in.ndim() == 1;
+  const bool col = b_in.ndim() == 1;
+  array a = row ? reshape(a_in, {1, a_in.shape(0)}, s) : a_in;
+  array b = col ? reshape(b_in, {b_in.shape(0), 1}, s) : b_in;
+  check_inner(a.shape(), b.shape(), "matmul");
+  const Dtype dtype = matmul_dtype(a, b);
+  // Absent indices enumerate the operand's batch, in its batch shape.
+  auto indices = [&](const array& x, const std::optional<array>& idx) {
+    if (idx) return astype(*idx, uint32, s);
+    Shape batch(x.shape().begin(), x.shape().end() - 2);
+    int64_t n = 1;
+    for (int d : batch) n *= d;
+    return reshape(arange(0, n, 1, uint32, s), batch, s);
+  };
+  array li = indices(a, lhs_indices);
+  array ri = indices(b, rhs_indices);
+  Shape idx_shape = broadcast_shapes(li.shape(), ri.shape());
+  li = broadcast_to(li, idx_shape, s);
+  ri = broadcast_to(ri, idx_shape, s);
+  // The kernel sees each operand as a flat stack of matrices.
+  a = astype(reshape(a, {-1, a.shape(-2), a.shape(-1)}, s), dtype, s);
+  b = astype(reshape(b, {-1, b.shape(-2), b.shape(-1)}, s), dtype, s);
+  Shape out_shape = idx_shape;
+  out_shape.insert(out_shape.end(), {a.shape(-2), b.shape(-1)});
+  array out(out_shape, dtype, std::make_shared<GatherMM>(to_stream(s), sorted_indices),
+            {a, b, li, ri});
+  if (row || col) {
+    std::vector<int> drop;
+    if (row) drop.push_back(out.ndim() - 2);
+    if (col) drop.push_back(out.ndim() - 1);
+    out = squeeze(out, drop, s);
+  }
+  return out;
+}
+
+array segmented_mm(const array& a_in, const array& b_in, const array& segments, StreamOrDevice s) {
+  if (a_in.ndim() != 2 || b_in.ndim() != 2) {
+    throw std::invalid_argument("[segmented_mm] Batched matmul not supported");
+  }
+  if (segments.ndim() < 1 || segments.shape(-1) != 2) {
+    throw std::invalid_argument("[segmented_mm] The segments should have shape (..., 2) but " +
+                                shape_to_string(segments.shape()) + " was provided.");
+  }
+  if (!is_index_type(segments.dtype())) {
+    throw std::invalid_argument(
+        "[segmented_mm] Got segments with invalid dtype. Segments must be integral.");
+  }
+  const Dtype dtype = promote_types(a_in.dtype(), b_in.dtype());
+  if (!is_floating_point(dtype)) {
+    throw std::invalid_argument(
+        "[segmented_mm] Only real floating point types are supported but " +
+        dtype_name(a_in.dtype()) + " and " + dtype_name(b_in.dtype()) +
+        " were provided which results in " + dtype_name(dtype) +
+        ", which is not a real floating point type.");
+  }
+  check_inner(a_in.shape(), b_in.shape(), "segmented_mm");
+  array a = astype(a_in, dtype, s);
+  array b = astype(b_in, dtype, s);
+  array seg = astype(segments, int32, s);
+  Shape out_shape(seg.shape().begin(), seg.shape().end() - 1);
+  out_shape.insert(out_shape.end(), {a.shape(0), b.shape(1)});
+  return array(out_shape, dtype, std::make_shared<SegmentedMM>(to_stream(s)), {a, b, seg});
+}
+
+namespace {
+// A block mask (..., ceil(R/bs), ceil(C/bs)) expanded to elements (..., R, C).
+array expand_block_mask(const array& mask, int block, int rows, int cols, StreamOrDevice s) {
+  array m = repeat(repeat(mask, block, -2, s), block, -1, s);
+  Shape lo(m.ndim(), 0), hi = m.shape(), st(m.ndim(), 1);
+  hi[m.ndim() - 2] = rows;
+  hi.back() = cols;
+  return slice(m, lo, hi, st, s);
+}
+
+array apply_mask(const array& x, const array& mask, int block, StreamOrDevice s) {
+  const int r = x.shape(-2);
+  const int c = x.shape(-1);
+  Shape want(x.shape().begin(), x.shape().end() - 2);
+  Shape blocks = {(r + block - 1) / block, (c + block - 1) / block};
+  // The mask broadcasts against the operand's batch.
+  Shape mshape = broadcast_shapes(Shape(mask.shape().begin(), mask.shape().end() - 2), want);
+  mshape.insert(mshape.end(), blocks.begin(), blocks.end());
+  array m = expand_block_mask(broadcast_to(mask, mshape, s), block, r, c, s);
+  if (m.dtype() == bool_) return where(m, x, zeros_like(x, s), s);
+  return astype(multiply(x, m, s), x.dtype(), s);
+}
+} // namespace
+
+array block_masked_mm(const array& a_in, const array& b_in, int block_size,
+                      std::optional<array> mask_out, std::optional<array> mask_lhs,
+                      std::optional<array> mask_rhs, StreamOrDevice s) {
+  if (block_size <= 0) {
+    throw std::invalid_argument("[block_masked_mm] block_size must be positive, got " +
+                                std::to_string(block_size) + ".");
+  }
+  if (a_in.ndim() == 0 || b_in.ndim() == 0) {
+    throw std::invalid_argument(
+        "[block_masked_mm] Got 0 dimension input. Inputs must have at least one dimension.");
+  }
+  const bool row = a_in.ndim() == 1;
+  const bool col = b_in.ndim() == 1;
+  array a = row ? reshape(a_in, {1, a_in.shape(0)}, s) : a_in;
+  array b = col ? reshape(b_in, {b_in.shape(0), 1}, s) : b_in;
+  check_inner(a.shape(), b.shape(), "matmul");
+  const Dtype dtype = matmul_dtype(a, b);
+  a = astype(a, dtype, s);
+  b = astype(b, dtype, s);
+  // Masked blocks read as zeros: the product of the masked operands, then
+  // the output's blocks masked.
+  if (mask_lhs) a = apply_mask(a, *mask_lhs, block_size, s);
+  if (mask_rhs) b = apply_mask(b, *mask_rhs, block_size, s);
+  array out = matmul(a, b, s);
+  if (mask_out) out = apply_mask(out, *mask_out, block_size, s);
+  if (row || col) {
+    std::vector<int> drop;
+    if (row) drop.push_back(out.ndim() - 2);
+    if (col) drop.push_back(out.ndim() - 1);
+    out = squeeze(out, drop, s);
+  }
+  return out;
 }
 
 } // namespace loom

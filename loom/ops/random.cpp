@@ -8,6 +8,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/indexing.h"
+#include "loom/ops/linalg.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/sort.h"
@@ -232,6 +233,39 @@ array laplace(const Shape& shape, Dtype dtype, float loc, float scale,
       sign(c, s), log(subtract(array(1.0, dtype), multiply(array(2.0, dtype), abs(c, s), s), s), s),
       s);
   return add(multiply(x, array(scale, dtype), s), array(loc, dtype), s);
+}
+
+
+array multivariate_normal(const array& mean, const array& cov, const Shape& shape, Dtype dtype,
+                          const std::optional<array>& key, StreamOrDevice s) {
+  if (dtype != float32) {
+    throw std::invalid_argument("[multivariate_normal] dtype must be float32.");
+  }
+  if (mean.ndim() < 1) {
+    throw std::invalid_argument("[multivariate_normal] mean must have at least one dimension.");
+  }
+  if (cov.ndim() < 2) {
+    throw std::invalid_argument("[multivariate_normal] cov must have at least two dimensions.");
+  }
+  if (cov.shape(-1) != cov.shape(-2)) {
+    throw std::invalid_argument("[multivariate_normal] last two dimensions of cov must be equal.");
+  }
+  const int n = mean.shape(-1);
+  if (cov.shape(-1) != n) {
+    throw std::invalid_argument("[multivariate_normal] mean and cov must have compatible shapes.");
+  }
+  Shape batch = broadcast_shapes(Shape(mean.shape().begin(), mean.shape().end() - 1),
+                                 Shape(cov.shape().begin(), cov.shape().end() - 2));
+  if (!shape.empty()) batch = broadcast_shapes(shape, batch);
+  // sqrt(cov) = U diag(sqrt(S)) Vᵀ: symmetric for a PSD cov, and defined
+  // (unlike the Cholesky factor) for singular ones.
+  std::vector<array> usv = linalg::svd(astype(cov, float32, s), true, Device(Device::cpu));
+  array root = matmul(multiply(usv[0], expand_dims(sqrt(usv[1], s), -2, s), s), usv[2], s);
+  Shape sample_shape = batch;
+  sample_shape.push_back(n);
+  array z = normal(sample_shape, dtype, array(0.0f), array(1.0f), key, s);
+  array x = squeeze(matmul(expand_dims(z, -2, s), root, s), std::vector<int>{-2}, s);
+  return add(x, astype(mean, dtype, s), s);
 }
 
 } // namespace loom::random

@@ -54,4 +54,12 @@ array truncated_normal(const array& lower, const array& upper,
                        const std::optional<Shape>& shape = std::nullopt, Dtype dtype = float32,
                        const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
+// Jointly normal samples with mean (..., n) and positive semi-definite
+// covariance (..., n, n): mean + z @ sqrt(cov), the square root from the SVD
+// (computed on the CPU). Output shape: shape (or the broadcast batch of mean
+// and cov) + (n,). float32 only, as MLX.
+array multivariate_normal(const array& mean, const array& cov, const Shape& shape = {},
+                          Dtype dtype = float32, const std::optional<array>& key = std::nullopt,
+                          StreamOrDevice s = {});
+
 } // namespace loom::random

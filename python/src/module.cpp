@@ -22,6 +22,8 @@ void init_indexing_ops(nb::module_& m);
 void init_ops_more(nb::module_& m);
 // The mx.fast submodule (python/src/fast.cpp).
 void init_fast(nb::module_& m);
+// mx.linalg, the matmul family, random.multivariate_normal (python/src/linalg.cpp).
+void init_linalg(nb::module_& m);
 
 namespace {
 
@@ -139,6 +141,7 @@ NB_MODULE(core, m) {
   init_io(m);
   init_ops_more(m);
   init_fast(m);
+  init_linalg(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 
 namespace loom::cpu::blas {
 
@@ -28,6 +30,25 @@ F symbol(void* handle, const char* name) {
     throw std::runtime_error(std::string("[blas] OpenBLAS lacks the symbol ") + name + ".");
   }
   return reinterpret_cast<F>(p);
+}
+
+// OpenBLAS carries LAPACK; the routines of one precision share a prefix.
+template <typename T>
+void load_lapack(void* handle, const std::string& p, Lapack<T>& l) {
+  auto get = [&](auto& fn, const char* routine) {
+    fn = symbol<std::decay_t<decltype(fn)>>(handle, (p + routine + "_").c_str());
+  };
+  get(l.getrf, "getrf");
+  get(l.getri, "getri");
+  get(l.gesv, "gesv");
+  get(l.trtri, "trtri");
+  get(l.potrf, "potrf");
+  get(l.potri, "potri");
+  get(l.geqrf, "geqrf");
+  get(l.orgqr, "orgqr");
+  get(l.gesdd, "gesdd");
+  get(l.syevd, "syevd");
+  get(l.geev, "geev");
 }
 
 Library load() {
@@ -58,6 +79,12 @@ Library load() {
   lib.set_num_threads = symbol<decltype(lib.set_num_threads)>(handle, "openblas_set_num_threads");
   lib.corename = symbol<decltype(lib.corename)>(handle, "openblas_get_corename");
   lib.config = symbol<decltype(lib.config)>(handle, "openblas_get_config");
+  lib.sbgemm = reinterpret_cast<sbgemm_t>(dlsym(handle, "cblas_sbgemm"));
+  load_lapack(handle, "s", lib.s);
+  load_lapack(handle, "d", lib.d);
+  lib.cgesdd = symbol<cgesdd_t>(handle, "cgesdd_");
+  lib.cheevd = symbol<cheevd_t>(handle, "cheevd_");
+  lib.cgeev = symbol<cgeev_t>(handle, "cgeev_");
   return lib;
 }
 

@@ -4,8 +4,9 @@
 // row-major matrix as is, a column-major one (a transposed view) as a
 // transpose, so neither is copied; any other layout is copied to row-major
 // first. Batches whose second operand is shared and whose first operand's
-// rows are evenly spaced become one tall product. float16 and bfloat16 go
-// through float32.
+// rows are evenly spaced become one tall product. bfloat16 runs OpenBLAS's
+// sbgemm where the loaded library exports it; otherwise, and for float16,
+// the operands go through float32.
 #include "loom/primitives/linalg.h"
 
 #include <algorithm>
@@ -171,6 +172,38 @@ void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& bat
   }
 }
 
+// bfloat16 through OpenBLAS's sbgemm (bfloat16 operands, float32
+// accumulation and result), when the loaded library has it.
+void matmul_bf16_native(const array& a_in, const array& b_in, float* out,
+                        const Shape& batch_shape) {
+  Operand a = make_operand(a_in, true, batch_shape);
+  Operand b = make_operand(b_in, false, batch_shape);
+  const int64_t M = a.rows, K = a.cols, N = b.cols;
+  const int64_t batch = static_cast<int64_t>(shape_size(batch_shape));
+  if (K == 0) {
+    std::fill(out, out + batch * M * N, 0.0f);
+    return;
+  }
+  BlasMatrix av = prepare(a, true, batch_shape);
+  BlasMatrix bv = prepare(b, false, batch_shape);
+  const uint16_t* pa = a.data.data<uint16_t>();
+  const uint16_t* pb = b.data.data<uint16_t>();
+  configure_blas();
+  const auto sbgemm = cpu::blas::library().sbgemm;
+  for (int64_t i = 0; i < batch; ++i) {
+    int64_t oa = 0, ob = 0, rest = i;
+    for (int d = static_cast<int>(batch_shape.size()) - 1; d >= 0; --d) {
+      const int64_t idx = rest % batch_shape[d];
+      rest /= batch_shape[d];
+      oa += idx * a.batch_strides[d];
+      ob += idx * b.batch_strides[d];
+    }
+    sbgemm(CblasRowMajor, av.trans ? CblasTrans : CblasNoTrans,
+           bv.trans ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, pa + oa, av.ld, pb + ob, bv.ld,
+           0.0f, out + i * M * N, N);
+  }
+}
+
 // A row-major float32 copy of a half-precision array.
 array to_float32(const array& x) {
   array out = array::empty(x.shape(), float32);
@@ -200,7 +233,11 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
   } else if (dtype == float16 || dtype == bfloat16) {
     array result = array::empty(out.shape(), float32);
     result.set_data(allocator::allocate(result.nbytes()));
-    matmul_typed<float>(to_float32(a), to_float32(b), result.data<float>(), batch_shape);
+    if (dtype == bfloat16 && cpu::blas::library().sbgemm != nullptr) {
+      matmul_bf16_native(a, b, result.data<float>(), batch_shape);
+    } else {
+      matmul_typed<float>(to_float32(a), to_float32(b), result.data<float>(), batch_shape);
+    }
     const float* src = result.data<float>();
     char* dst = out.data<char>();
     cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
@@ -209,6 +246,143 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
   } else {
     throw std::invalid_argument("[matmul] Only inexact types are supported.");
   }
+}
+
+} // namespace loom
+
+// --- GatherMM and SegmentedMM ------------------------------------------------------
+
+namespace loom {
+
+namespace {
+
+// Runs `body(out)` on a buffer of the output's compute type (float32 for
+// half types, converted after), with the inputs given in that type.
+template <typename F>
+void with_compute_type(std::vector<array> ins, array& out, F&& body) {
+  const Dtype dtype = out.dtype();
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (dtype != float16 && dtype != bfloat16) {
+    for (auto& x : ins) x = cpu::ensure_row_contiguous(x);
+    body(ins, out);
+    return;
+  }
+  for (auto& x : ins) x = to_float32(x);
+  array result = array::empty(out.shape(), float32);
+  result.set_data(allocator::allocate(result.nbytes()));
+  body(ins, result);
+  const float* src = result.data<float>();
+  char* dst = out.data<char>();
+  cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
+    cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
+  });
+}
+
+template <typename F>
+void dispatch_gemm_type(Dtype d, const char* op, F&& f) {
+  if (d == float32) {
+    f(float{});
+  } else if (d == float64) {
+    f(double{});
+  } else if (d == complex64) {
+    f(std::complex<float>{});
+  } else {
+    throw std::invalid_argument(std::string("[") + op + "] Unsupported dtype " + dtype_name(d) +
+                                ".");
+  }
+}
+
+} // namespace
+
+void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  const int64_t M = inputs[0].shape(-2);
+  const int64_t K = inputs[0].shape(-1);
+  const int64_t N = inputs[1].shape(-1);
+  const int64_t na = inputs[0].shape(0);
+  const int64_t nb = inputs[1].shape(0);
+  array li = cpu::ensure_row_contiguous(inputs[2]);
+  array ri = cpu::ensure_row_contiguous(inputs[3]);
+  const uint32_t* pl = li.data<uint32_t>();
+  const uint32_t* pr = ri.data<uint32_t>();
+  const int64_t count = static_cast<int64_t>(li.size());
+  for (int64_t i = 0; i < count; ++i) {
+    if (pl[i] >= na || pr[i] >= nb) {
+      throw std::out_of_range("[gather_mm] Index (" + std::to_string(pl[i]) + ", " +
+                              std::to_string(pr[i]) + ") out of range for batches of " +
+                              std::to_string(na) + " and " + std::to_string(nb) + " matrices.");
+    }
+  }
+  Dtype compute = out.dtype() == float16 || out.dtype() == bfloat16 ? float32 : out.dtype();
+  with_compute_type({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
+    if (res.size() == 0) return;
+    dispatch_gemm_type(compute, "gather_mm", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pa = ins[0].data<T>();
+      const T* pb = ins[1].data<T>();
+      T* pc = res.data<T>();
+      if (K == 0) {
+        std::fill(pc, pc + count * M * N, T(0));
+        return;
+      }
+      configure_blas();
+      const BlasMatrix av{true, false, K}, bv{true, false, N};
+      auto run = [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          gemm<T>(av, bv, M, N, K, pa + pl[i] * M * K, pb + pr[i] * K * N, pc + i * M * N);
+        }
+      };
+      const double work = static_cast<double>(M) * N * K;
+      if (work <= kSmallProduct && cpu::num_threads() > 1) {
+        cpu::parallel_for(count, static_cast<size_t>(std::max(1.0, kSmallProduct / work)), run);
+      } else {
+        run(0, count);
+      }
+    });
+  });
+}
+
+void SegmentedMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  const int64_t M = inputs[0].shape(0);
+  const int64_t K = inputs[0].shape(1);
+  const int64_t N = inputs[1].shape(1);
+  array seg = cpu::ensure_row_contiguous(inputs[2]);
+  const int32_t* ps = seg.data<int32_t>();
+  const int64_t count = static_cast<int64_t>(seg.size()) / 2;
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t s0 = ps[2 * i], s1 = ps[2 * i + 1];
+    if (s0 < s1 && (s0 < 0 || s1 > K)) {
+      throw std::out_of_range("[segmented_mm] Segment [" + std::to_string(s0) + ", " +
+                              std::to_string(s1) + ") is out of range for the inner dimension " +
+                              std::to_string(K) + ".");
+    }
+  }
+  Dtype compute = out.dtype() == float16 || out.dtype() == bfloat16 ? float32 : out.dtype();
+  with_compute_type({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
+    if (res.size() == 0) return;
+    dispatch_gemm_type(compute, "segmented_mm", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pa = ins[0].data<T>();
+      const T* pb = ins[1].data<T>();
+      T* pc = res.data<T>();
+      configure_blas();
+      auto run = [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          const int32_t s0 = ps[2 * i], s1 = ps[2 * i + 1];
+          T* c = pc + i * M * N;
+          if (s1 <= s0) {
+            std::fill(c, c + M * N, T(0));
+            continue;
+          }
+          // Columns [s0, s1) of a (row stride K) times rows [s0, s1) of b.
+          const BlasMatrix av{true, false, K}, bv{true, false, N};
+          gemm<T>(av, bv, M, N, s1 - s0, pa + s0, pb + static_cast<int64_t>(s0) * N, c);
+        }
+      };
+      run(0, count);
+    });
+  });
 }
 
 } // namespace loom
