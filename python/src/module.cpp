@@ -16,6 +16,8 @@ namespace loom::bindings {
 
 // save/load of npy, npz, safetensors and gguf (python/src/io.cpp).
 void init_io(nb::module_& m);
+// quantize, dequantize and the quantized products (python/src/quantized.cpp).
+void init_quantized(nb::module_& m);
 // take/sort/scan bindings and array.at (python/src/indexing_ops.cpp).
 void init_indexing_ops(nb::module_& m);
 
@@ -133,6 +135,7 @@ NB_MODULE(core, m) {
   init_transforms(m);
   init_compile(m);
   init_io(m);
+  init_quantized(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;
