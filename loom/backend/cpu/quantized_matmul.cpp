@@ -1,8 +1,8 @@
 // CPU kernels of QuantizedMatmul and GatherQMM.
 //
 // Few rows of x against w^T (a decode step's matrix-vector product) read the
-// packed codes once and never materialise the float weight: for 4-bit affine
-// codes each word's eight nibbles are unpacked into vector lanes, multiplied
+// packed codes once and never materialise the float weight: for 2-, 4- and
+// 8-bit affine codes each run of eight codes is unpacked into vector lanes, multiplied
 // with x and accumulated per group, and the group's scale and bias enter
 // once, through  sum_j (s q_j + b) x_j = s (q . x) + b (sum_j x_j).  Rows of w
 // are split over the intra-op pool. That reads 4.5 bits per weight instead of
@@ -55,15 +55,36 @@ struct QmmProblem {
   bool transpose;
 };
 
-// out[m, n] for n in [n0, n1): 4-bit affine codes, float scales and biases.
-// xsum[m * groups + g] holds the sum of x's elements in group g of row m.
-void qmv4_rows(const float* x, const float* xsum, const uint32_t* w, const float* scales,
-               const float* biases, const QmmProblem& p, int64_t n0, int64_t n1, float* out) {
+// Eight consecutive codes of a row of BITS-bit codes (BITS = 2, 4 or 8) as
+// float lanes: chunk c covers elements [8c, 8c + 8).
+template <int BITS>
+inline v8f chunk_codes(const uint32_t* w, int c) {
+  constexpr uint32_t mask = (1u << BITS) - 1u;
+  if constexpr (BITS == 4) {
+    const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
+    return __builtin_convertvector(((v8u){} + w[c] >> shifts) & mask, v8f);
+  } else if constexpr (BITS == 8) {
+    const v8u shifts = {0, 8, 16, 24, 0, 8, 16, 24};
+    const uint32_t a = w[2 * c], b = w[2 * c + 1];
+    const v8u words = {a, a, a, a, b, b, b, b};
+    return __builtin_convertvector((words >> shifts) & mask, v8f);
+  } else {
+    const uint32_t base = (c & 1) ? 16u : 0u;
+    const v8u shifts = v8u{0, 2, 4, 6, 8, 10, 12, 14} + base;
+    return __builtin_convertvector(((v8u){} + w[c / 2] >> shifts) & mask, v8f);
+  }
+}
+
+// out[m, n] for n in [n0, n1): affine codes of 2, 4 or 8 bits, float scales
+// and biases. xsum[m * groups + g] holds the sum of x's elements in group g
+// of row m.
+template <int BITS>
+void qmv_pow2_rows(const float* x, const float* xsum, const uint32_t* w, const float* scales,
+                   const float* biases, const QmmProblem& p, int64_t n0, int64_t n1, float* out) {
   const int64_t groups = p.K / p.group_size;
-  const int64_t words = p.K / 8;
-  const int wpg = p.group_size / 8; // words per group
-  const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
-  const v8u mask = {15, 15, 15, 15, 15, 15, 15, 15};
+  const int64_t words = p.K * BITS / 32;
+  const int chunks = p.group_size / 8; // 4, 8 or 16
+  const int wpg = p.group_size * BITS / 32;
   for (int64_t n = n0; n < n1; ++n) {
     const uint32_t* wr = w + n * words;
     const float* sr = scales + n * groups;
@@ -78,13 +99,11 @@ void qmv4_rows(const float* x, const float* xsum, const uint32_t* w, const float
         const float* xg = xr + g * p.group_size;
         // Four independent chains: an fma's latency is four of its issue slots.
         v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};
-        for (int i = 0; i < wpg; i += 4) {
-          const v8u w0 = (v8u){} + wg[i], w1 = (v8u){} + wg[i + 1];
-          const v8u w2 = (v8u){} + wg[i + 2], w3 = (v8u){} + wg[i + 3];
-          a0 += __builtin_convertvector((w0 >> shifts) & mask, v8f) * load8(xg + 8 * i);
-          a1 += __builtin_convertvector((w1 >> shifts) & mask, v8f) * load8(xg + 8 * i + 8);
-          a2 += __builtin_convertvector((w2 >> shifts) & mask, v8f) * load8(xg + 8 * i + 16);
-          a3 += __builtin_convertvector((w3 >> shifts) & mask, v8f) * load8(xg + 8 * i + 24);
+        for (int c = 0; c < chunks; c += 4) {
+          a0 += chunk_codes<BITS>(wg, c) * load8(xg + 8 * c);
+          a1 += chunk_codes<BITS>(wg, c + 1) * load8(xg + 8 * c + 8);
+          a2 += chunk_codes<BITS>(wg, c + 2) * load8(xg + 8 * c + 16);
+          a3 += chunk_codes<BITS>(wg, c + 3) * load8(xg + 8 * c + 24);
         }
         total += ((a0 + a1) + (a2 + a3)) * sr[g];
         bias_total += br[g] * xs[g];
@@ -123,12 +142,13 @@ void qmv_generic_rows(const float* x, const uint32_t* w, const S* scales, const 
 template <typename S>
 void qmm_one(const float* x, const uint32_t* w, const S* scales, const S* biases,
              const float* global_scale, const QmmProblem& p, float* out) {
-  const bool fast4 = p.transpose && p.mode == QuantizationMode::affine && p.bits == 4 &&
-                     p.group_size % 32 == 0 && std::is_same_v<S, float>;
+  const bool pow2 = p.transpose && p.mode == QuantizationMode::affine &&
+                    (p.bits == 2 || p.bits == 4 || p.bits == 8) && p.group_size % 32 == 0 &&
+                    std::is_same_v<S, float>;
   if (p.M <= kFusedRows && p.transpose) {
     const size_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(p.K * p.M, 1));
     if constexpr (std::is_same_v<S, float>) {
-      if (fast4) {
+      if (pow2) {
         const int64_t groups = p.K / p.group_size;
         std::vector<float> xsum(static_cast<size_t>(p.M * groups));
         for (int64_t m = 0; m < p.M; ++m) {
@@ -139,7 +159,13 @@ void qmm_one(const float* x, const uint32_t* w, const S* scales, const S* biases
           }
         }
         cpu::parallel_for(p.N, grain, [&](size_t b, size_t e) {
-          qmv4_rows(x, xsum.data(), w, scales, biases, p, b, e, out);
+          if (p.bits == 4) {
+            qmv_pow2_rows<4>(x, xsum.data(), w, scales, biases, p, b, e, out);
+          } else if (p.bits == 8) {
+            qmv_pow2_rows<8>(x, xsum.data(), w, scales, biases, p, b, e, out);
+          } else {
+            qmv_pow2_rows<2>(x, xsum.data(), w, scales, biases, p, b, e, out);
+          }
         });
         return;
       }
