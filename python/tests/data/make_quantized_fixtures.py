@@ -78,3 +78,33 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def kquant_fixture() -> None:
+    """mlx_gguf_kquants.npz: random Q2_K/Q4_K/Q6_K blocks and MLX's float16
+    decoding of them (MLX dequantizes these types on load)."""
+    import sys
+    import tempfile
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from test_quantized_gguf import kquant_blocks, write_gguf
+
+    rng = np.random.default_rng(1)
+    out = {}
+    tensors = []
+    for name, t in [("q2_k", 10), ("q4_k", 12), ("q6_k", 14)]:
+        raw = kquant_blocks(t, 3 * 512, rng)
+        out[name + "_raw"] = np.frombuffer(raw, np.uint8)
+        tensors.append((name, t, [512, 3], raw))
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.gguf")
+        write_gguf(path, tensors)
+        for k, v in mx.load(path).items():
+            out[k + "_mlx"] = np.array(v.astype(mx.float32))
+    dest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlx_gguf_kquants.npz")
+    np.savez_compressed(dest, **out)
+    print(dest)
+
+
+if __name__ == "__main__" and os.environ.get("KQUANTS"):
+    kquant_fixture()
