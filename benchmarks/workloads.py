@@ -221,6 +221,26 @@ def build_matmul(batch, n, dtype):
     return build
 
 
+def build_matvec(n, bits):
+    """x (1, n) times w (n, n) transposed: float32, or w quantized (affine,
+    group 64) through quantized_matmul (MLX's API: mlx and loom only)."""
+
+    def build(fw):
+        w, x = fw.rand((n, n)), fw.rand((1, n))
+        matmul = fw.m.matmul
+        if bits is None:
+            wt = w.T
+            return lambda: matmul(x, wt)
+        if fw.family != "mlx":
+            raise fw.unsupported("quantized_matmul")
+        q, s, b = fw.m.quantize(w, 64, bits)
+        fw.m.eval(q, s, b)
+        qmm = fw.m.quantized_matmul
+        return lambda: qmm(x, q, s, b, transpose=True, group_size=64, bits=bits)
+
+    return build
+
+
 # --- vmap (seed §4.7) --------------------------------------------------------------
 def build_vmap(kind, rows, cols):
     def build(fw):
@@ -525,6 +545,14 @@ def all_workloads(quick=False):
         for size in half_sizes:
             add(f"matmul {size}² {short}", "compute", build_matmul(0, size, dtype),
                 flops=2 * size**3)
+
+    # quantized matrix-vector product (a decode step), against the float32 one
+    qn = 4096
+    add(f"matvec {qn}² f32 (batch 1)", "memory", build_matvec(qn, None), bytes=qn * qn * F32)
+    for qbits in (4, 8):
+        add(f"quantized_matmul {qbits}-bit {qn}² (batch 1)", "memory", build_matvec(qn, qbits),
+            bytes=qn * qn * qbits // 8 + 2 * (qn * qn // 64) * F32,
+            note="affine, group 64; mlx/loom only")
 
     # vmap, seed §4.7
     vm = vmap_shape
