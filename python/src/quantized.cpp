@@ -19,7 +19,8 @@ void init_quantized(nb::module_& m) {
         return nb::tuple(out);
       },
       nb::arg(), nb::arg("group_size").none() = nb::none(), nb::arg("bits").none() = nb::none(),
-      nb::arg("mode") = "affine", nb::kw_only(), nb::arg("global_scale").none() = nb::none(),
+      // MLX's binding takes global_scale positionally too, whatever its text says.
+      nb::arg("mode") = "affine", nb::arg("global_scale").none() = nb::none(), nb::kw_only(),
       nb::arg("stream") = nb::none(),
       nb::sig("def quantize(w: array, /, group_size: int | None = None, bits: int | None = None, "
               "mode: str = 'affine', *, global_scale: array | None = None, stream: "
@@ -91,7 +92,8 @@ void init_quantized(nb::module_& m) {
          std::optional<array> global_scale_w, const StreamArg& s) {
         return qqmm(x, w, scales, group_size, bits, mode, global_scale_x, global_scale_w, s);
       },
-      nb::arg("x"), nb::arg("w"), nb::arg("scales").none() = nb::none(),
+      // x and w are positional-only in MLX's binding (its text omits the '/').
+      nb::arg(), nb::arg(), nb::arg("scales").none() = nb::none(),
       nb::arg("group_size").none() = nb::none(), nb::arg("bits").none() = nb::none(),
       nb::arg("mode") = "nvfp4", nb::arg("global_scale_x").none() = nb::none(),
       nb::arg("global_scale_w").none() = nb::none(), nb::kw_only(), nb::arg("stream") = nb::none(),
