@@ -7,6 +7,7 @@
 #include "loom/backend/cpu/quantized.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -110,13 +111,57 @@ void fp_group(const T* w, int group_size, QuantizationMode mode, const float* gl
 
 } // namespace
 
+namespace {
+
+// The 32 codes of a run of 32 * BITS bits (BITS words); with BITS a constant
+// every shift below is one, and the loop unrolls into straight-line code.
+template <int BITS>
+inline void unpack32(const uint32_t* w, uint32_t* q) {
+  constexpr uint32_t mask = (1u << BITS) - 1u;
+#pragma GCC unroll 32
+  for (int j = 0; j < 32; ++j) {
+    const int bit = j * BITS, word = bit >> 5, off = bit & 31;
+    uint64_t pair = w[word];
+    if (off + BITS > 32) pair |= static_cast<uint64_t>(w[word + 1]) << 32;
+    q[j] = static_cast<uint32_t>(pair >> off) & mask;
+  }
+}
+
+void unpack32(int bits, const uint32_t* w, uint32_t* q) {
+  switch (bits) {
+    case 1: unpack32<1>(w, q); break;
+    case 2: unpack32<2>(w, q); break;
+    case 3: unpack32<3>(w, q); break;
+    case 4: unpack32<4>(w, q); break;
+    case 5: unpack32<5>(w, q); break;
+    case 6: unpack32<6>(w, q); break;
+    default: unpack32<8>(w, q); break;
+  }
+}
+
+// E4M3 values by code (a table: ldexp per element is a library call).
+const float* e4m3_table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (uint32_t b = 0; b < 256; ++b) t[b] = e4m3_value(b);
+    return t;
+  }();
+  return table.data();
+}
+
+} // namespace
+
 template <typename S>
 void dequantize_rows_f32(const uint32_t* codes, const S* scales, const S* biases,
                          const float* global_scale, int64_t rows, int64_t cols, int64_t code_stride,
                          int group_size, int bits, QuantizationMode mode, float* out) {
   const int64_t groups = cols / group_size;
+  const int blocks = group_size / 32; // every group size is a multiple of 16...
+  const int tail = group_size % 32;   // ...and nvfp4's 16 is the only one that is not of 32
+  const float* fp8 = e4m3_table();
+  uint32_t q[32];
   for (int64_t r = 0; r < rows; ++r) {
-    BitReader in{codes + r * code_stride};
+    const uint32_t* w = codes + r * code_stride;
     float* o = out + r * cols;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t sg = r * groups + g;
@@ -128,20 +173,31 @@ void dequantize_rows_f32(const uint32_t* codes, const S* scales, const S* biases
         } else {
           scale = e8m0_value(scales[sg]);
         }
-        if (mode == QuantizationMode::mxfp8) {
-          for (int j = 0; j < group_size; ++j) o[j] = e4m3_value(in.get(8)) * scale;
-        } else {
-          for (int j = 0; j < group_size; ++j) o[j] = fp4_value(in.get(4)) * scale;
+        const bool is_fp8 = mode == QuantizationMode::mxfp8;
+        const int width = is_fp8 ? 8 : 4;
+        for (int b = 0; b < blocks + (tail ? 1 : 0); ++b) {
+          const int n = b < blocks ? 32 : tail;
+          if (n == 32) {
+            unpack32(width, w, q);
+          } else {
+            for (int j = 0; j < n; ++j) q[j] = (w[j * width / 32] >> ((j * width) % 32)) & 15u;
+          }
+          for (int j = 0; j < n; ++j) o[j] = (is_fp8 ? fp8[q[j]] : fp4_value(q[j])) * scale;
+          w += n * width / 32;
+          o += n;
         }
       } else {
         const float scale = static_cast<float>(scales[sg]);
         const float bias = static_cast<float>(biases[sg]);
-        for (int j = 0; j < group_size; ++j) {
-          const float q = static_cast<float>(in.get(bits));
-          o[j] = to_t<S>(to_t<S>(q * scale) + bias);
+        for (int b = 0; b < blocks; ++b) {
+          unpack32(bits, w, q);
+          for (int j = 0; j < 32; ++j) {
+            o[j] = to_t<S>(to_t<S>(static_cast<float>(q[j]) * scale) + bias);
+          }
+          w += bits;
+          o += 32;
         }
       }
-      o += group_size;
     }
   }
 }

@@ -92,22 +92,6 @@ struct BitWriter {
   }
 };
 
-struct BitReader {
-  const uint32_t* in;
-  uint64_t acc = 0;
-  int nbits = 0;
-  uint32_t get(int bits) {
-    if (nbits < bits) {
-      acc |= static_cast<uint64_t>(*in++) << nbits;
-      nbits += 32;
-    }
-    const uint32_t v = static_cast<uint32_t>(acc) & ((1u << bits) - 1u);
-    acc >>= bits;
-    nbits -= bits;
-    return v;
-  }
-};
-
 // Dequantizes `rows` rows of `cols` elements (row r's codes at
 // codes + r * code_stride words, its scales/biases at r * groups) into float.
 // The affine value is computed in the scales' type S, rounding after the
