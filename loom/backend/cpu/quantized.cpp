@@ -129,13 +129,27 @@ inline void unpack32(const uint32_t* w, uint32_t* q) {
 
 void unpack32(int bits, const uint32_t* w, uint32_t* q) {
   switch (bits) {
-    case 1: unpack32<1>(w, q); break;
-    case 2: unpack32<2>(w, q); break;
-    case 3: unpack32<3>(w, q); break;
-    case 4: unpack32<4>(w, q); break;
-    case 5: unpack32<5>(w, q); break;
-    case 6: unpack32<6>(w, q); break;
-    default: unpack32<8>(w, q); break;
+    case 1:
+      unpack32<1>(w, q);
+      break;
+    case 2:
+      unpack32<2>(w, q);
+      break;
+    case 3:
+      unpack32<3>(w, q);
+      break;
+    case 4:
+      unpack32<4>(w, q);
+      break;
+    case 5:
+      unpack32<5>(w, q);
+      break;
+    case 6:
+      unpack32<6>(w, q);
+      break;
+    default:
+      unpack32<8>(w, q);
+      break;
   }
 }
 

@@ -1,8 +1,8 @@
 // CPU kernels of QuantizedMatmul and GatherQMM.
 //
 // Few rows of x against w^T (a decode step's matrix-vector product) read the
-// packed codes once and never materialise the float weight: for 2-, 4- and
-// 8-bit affine codes each run of eight codes is unpacked into vector lanes, multiplied
+// packed codes once and never materialise the float weight: for affine codes
+// of 2 to 8 bits each run of eight codes is unpacked into vector lanes, multiplied
 // with x and accumulated per group, and the group's scale and bias enter
 // once, through  sum_j (s q_j + b) x_j = s (q . x) + b (sum_j x_j).  Rows of w
 // are split over the intra-op pool. That reads 4.5 bits per weight instead of
@@ -55,32 +55,53 @@ struct QmmProblem {
   bool transpose;
 };
 
-// Eight consecutive codes of a row of BITS-bit codes (BITS = 2, 4 or 8) as
-// float lanes: chunk c covers elements [8c, 8c + 8).
+inline uint32_t load32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Eight consecutive codes of a row of BITS-bit codes as float lanes: chunk c
+// covers elements [8c, 8c + 8), i.e. bytes [BITS c, BITS (c + 1)) of the
+// row's bit stream. Each lane shifts a 32-bit window holding its code: one
+// window for widths up to 4 bits, two (at the chunk's first byte and at its
+// last four) for 5 and 6. No load reaches past the chunk's bytes.
 template <int BITS>
 inline v8f chunk_codes(const uint32_t* w, int c) {
   constexpr uint32_t mask = (1u << BITS) - 1u;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(w) + BITS * c;
+  v8u words, shifts;
   if constexpr (BITS == 4) {
-    const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
-    return __builtin_convertvector(((v8u){} + w[c] >> shifts) & mask, v8f);
+    words = (v8u){} + w[c];
+    shifts = v8u{0, 4, 8, 12, 16, 20, 24, 28};
   } else if constexpr (BITS == 8) {
-    const v8u shifts = {0, 8, 16, 24, 0, 8, 16, 24};
     const uint32_t a = w[2 * c], b = w[2 * c + 1];
-    const v8u words = {a, a, a, a, b, b, b, b};
-    return __builtin_convertvector((words >> shifts) & mask, v8f);
-  } else {
-    const uint32_t base = (c & 1) ? 16u : 0u;
-    const v8u shifts = v8u{0, 2, 4, 6, 8, 10, 12, 14} + base;
-    return __builtin_convertvector(((v8u){} + w[c / 2] >> shifts) & mask, v8f);
+    words = v8u{a, a, a, a, b, b, b, b};
+    shifts = v8u{0, 8, 16, 24, 0, 8, 16, 24};
+  } else if constexpr (BITS == 2) {
+    words = (v8u){} + w[c / 2];
+    shifts = v8u{0, 2, 4, 6, 8, 10, 12, 14} + ((c & 1) ? 16u : 0u);
+  } else if constexpr (BITS == 3) {
+    words = (v8u){} + (uint32_t(bytes[0]) | (uint32_t(bytes[1]) << 8) | (uint32_t(bytes[2]) << 16));
+    shifts = v8u{0, 3, 6, 9, 12, 15, 18, 21};
+  } else if constexpr (BITS == 5) {
+    const uint32_t lo = load32(bytes), hi = load32(bytes + 1);
+    words = v8u{lo, lo, lo, lo, lo, lo, hi, hi};
+    shifts = v8u{0, 5, 10, 15, 20, 25, 22, 27};
+  } else { // 6
+    const uint32_t lo = load32(bytes), hi = load32(bytes + 2);
+    words = v8u{lo, lo, lo, lo, lo, hi, hi, hi};
+    shifts = v8u{0, 6, 12, 18, 24, 14, 20, 26};
   }
+  return __builtin_convertvector((words >> shifts) & mask, v8f);
 }
 
-// out[m, n] for n in [n0, n1): affine codes of 2, 4 or 8 bits, float scales
+// out[m, n] for n in [n0, n1): affine codes of 2 to 8 bits, float scales
 // and biases. xsum[m * groups + g] holds the sum of x's elements in group g
 // of row m.
 template <int BITS>
-void qmv_pow2_rows(const float* x, const float* xsum, const uint32_t* w, const float* scales,
-                   const float* biases, const QmmProblem& p, int64_t n0, int64_t n1, float* out) {
+void qmv_affine_rows(const float* x, const float* xsum, const uint32_t* w, const float* scales,
+                     const float* biases, const QmmProblem& p, int64_t n0, int64_t n1, float* out) {
   const int64_t groups = p.K / p.group_size;
   const int64_t words = p.K * BITS / 32;
   const int chunks = p.group_size / 8; // 4, 8 or 16
@@ -142,13 +163,12 @@ void qmv_generic_rows(const float* x, const uint32_t* w, const S* scales, const 
 template <typename S>
 void qmm_one(const float* x, const uint32_t* w, const S* scales, const S* biases,
              const float* global_scale, const QmmProblem& p, float* out) {
-  const bool pow2 = p.transpose && p.mode == QuantizationMode::affine &&
-                    (p.bits == 2 || p.bits == 4 || p.bits == 8) && p.group_size % 32 == 0 &&
-                    std::is_same_v<S, float>;
+  const bool fused = p.transpose && p.mode == QuantizationMode::affine && p.bits >= 2 &&
+                     p.group_size % 32 == 0 && std::is_same_v<S, float>;
   if (p.M <= kFusedRows && p.transpose) {
     const size_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(p.K * p.M, 1));
     if constexpr (std::is_same_v<S, float>) {
-      if (pow2) {
+      if (fused) {
         const int64_t groups = p.K / p.group_size;
         std::vector<float> xsum(static_cast<size_t>(p.M * groups));
         for (int64_t m = 0; m < p.M; ++m) {
@@ -159,12 +179,25 @@ void qmm_one(const float* x, const uint32_t* w, const S* scales, const S* biases
           }
         }
         cpu::parallel_for(p.N, grain, [&](size_t b, size_t e) {
-          if (p.bits == 4) {
-            qmv_pow2_rows<4>(x, xsum.data(), w, scales, biases, p, b, e, out);
-          } else if (p.bits == 8) {
-            qmv_pow2_rows<8>(x, xsum.data(), w, scales, biases, p, b, e, out);
-          } else {
-            qmv_pow2_rows<2>(x, xsum.data(), w, scales, biases, p, b, e, out);
+          switch (p.bits) {
+            case 2:
+              qmv_affine_rows<2>(x, xsum.data(), w, scales, biases, p, b, e, out);
+              break;
+            case 3:
+              qmv_affine_rows<3>(x, xsum.data(), w, scales, biases, p, b, e, out);
+              break;
+            case 4:
+              qmv_affine_rows<4>(x, xsum.data(), w, scales, biases, p, b, e, out);
+              break;
+            case 5:
+              qmv_affine_rows<5>(x, xsum.data(), w, scales, biases, p, b, e, out);
+              break;
+            case 6:
+              qmv_affine_rows<6>(x, xsum.data(), w, scales, biases, p, b, e, out);
+              break;
+            default:
+              qmv_affine_rows<8>(x, xsum.data(), w, scales, biases, p, b, e, out);
+              break;
           }
         });
         return;
