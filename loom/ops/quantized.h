@@ -57,4 +57,8 @@ array gather_qqmm(const array& x, const array& w, const std::optional<array>& sc
                   const std::optional<array>& global_scale_w = std::nullopt,
                   bool sorted_indices = false, StreamOrDevice s = {});
 
+// E4M3 codes (uint8) of a floating array, and back.
+array to_fp8(const array& x, StreamOrDevice s = {});
+array from_fp8(const array& x, Dtype dtype = bfloat16, StreamOrDevice s = {});
+
 } // namespace loom

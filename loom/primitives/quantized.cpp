@@ -470,6 +470,26 @@ PrimitiveState GatherQMM::state() const {
           {"transpose", transpose_}};
 }
 
+// --- fp8 conversions ------------------------------------------------------------
+
+std::pair<std::vector<array>, std::vector<int>> ToFP8::vmap(const std::vector<array>& inputs,
+                                                            const std::vector<int>& axes) {
+  return {{array(inputs[0].shape(), uint8, std::make_shared<ToFP8>(stream()), {inputs[0]})},
+          {axes[0]}};
+}
+
+std::pair<std::vector<array>, std::vector<int>> FromFP8::vmap(const std::vector<array>& inputs,
+                                                              const std::vector<int>& axes) {
+  return {
+      {array(inputs[0].shape(), dtype_, std::make_shared<FromFP8>(stream(), dtype_), {inputs[0]})},
+      {axes[0]}};
+}
+
+bool FromFP8::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const FromFP8*>(&other);
+  return o != nullptr && o->dtype_ == dtype_;
+}
+
 namespace {
 
 QuantizationMode mode_field(const PrimitiveState& st, const char* name) {
@@ -499,6 +519,12 @@ LOOM_REGISTER_PRIMITIVE(GatherQMM, [](Stream s, const PrimitiveState& st) {
   return std::make_shared<GatherQMM>(
       s, state_get<int>(st, "GatherQMM", "group_size"), state_get<int>(st, "GatherQMM", "bits"),
       mode_field(st, "GatherQMM"), state_get<bool>(st, "GatherQMM", "transpose"));
+});
+
+LOOM_REGISTER_PRIMITIVE(ToFP8,
+                        [](Stream s, const PrimitiveState&) { return std::make_shared<ToFP8>(s); });
+LOOM_REGISTER_PRIMITIVE(FromFP8, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<FromFP8>(s, state_get<Dtype>(st, "FromFP8", "dtype"));
 });
 
 } // namespace loom

@@ -135,4 +135,34 @@ class GatherQMM : public Primitive {
   bool transpose_;
 };
 
+// Element-wise E4M3 (fp8) conversion: float types to uint8 codes (round to
+// nearest even, saturating at 448) and back to a float type.
+class ToFP8 : public Primitive {
+ public:
+  explicit ToFP8(Stream stream) : Primitive(stream) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override {
+    return dynamic_cast<const ToFP8*>(&other) != nullptr;
+  }
+  const char* name() const override { return "ToFP8"; }
+  PrimitiveTraits traits() const override { return {.elementwise = true}; }
+};
+
+class FromFP8 : public Primitive {
+ public:
+  FromFP8(Stream stream, Dtype dtype) : Primitive(stream), dtype_(dtype) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  const char* name() const override { return "FromFP8"; }
+  PrimitiveState state() const override { return {{"dtype", dtype_}}; }
+  PrimitiveTraits traits() const override { return {.elementwise = true}; }
+
+ private:
+  Dtype dtype_;
+};
+
 } // namespace loom

@@ -126,6 +126,19 @@ void init_quantized(nb::module_& m) {
               "= None, global_scale_w: array | None = None, *, sorted_indices: bool = False, "
               "stream: StreamOrDevice = None) -> array"),
       "Fused :func:`qqmm` with matrix-level gather.");
+
+  m.def(
+      "to_fp8", [](const array& x, const StreamArg& s) { return to_fp8(x, s); }, nb::arg(),
+      nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def to_fp8(x: array, *, stream: StreamOrDevice = None) -> array"),
+      "Convert the array to fp8 (e4m3) codes of type ``uint8``.");
+  m.def(
+      "from_fp8",
+      [](const array& x, Dtype dtype, const StreamArg& s) { return from_fp8(x, dtype, s); },
+      nb::arg(), nb::arg("dtype") = bfloat16, nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::sig("def from_fp8(x: array, dtype: Dtype = bfloat16, *, stream: StreamOrDevice = "
+              "None) -> array"),
+      "Convert fp8 (e4m3) codes of type ``uint8`` to a floating type.");
 }
 
 } // namespace loom::bindings

@@ -492,3 +492,33 @@ def test_quantized_graphs_release_their_memory():
         cycle()
     gc.collect()
     assert mx.get_active_memory() <= base
+
+
+# --- fp8 conversions -------------------------------------------------------------
+
+
+def test_to_fp8_and_from_fp8_match_mlx():
+    x = mx.array([0.53125, 1.0, 448.0, 1000.0, -0.0, float("nan"), 1e-4, 0.001, -500.0,
+                  float("inf"), float("-inf"), 0.0009765625, 0.00146484375])
+    codes = mx.to_fp8(x)
+    assert codes.dtype == mx.uint8
+    assert np.array(codes).tolist() == [48, 56, 126, 126, 128, 126, 0, 1, 254, 126, 254, 0, 1]
+    assert np.array(mx.to_fp8(x.astype(mx.bfloat16))).tolist() == np.array(codes).tolist()
+    back = mx.from_fp8(mx.arange(256).astype(mx.uint8), dtype=mx.float32)
+    b = np.array(back)
+    assert b[56] == 1.0 and b[126] == 448.0 and np.isnan(b[127]) and b[254] == -448.0
+    assert b[1] == 2.0**-9 and b[128] == 0.0 and np.signbit(b[128])
+    assert mx.from_fp8(codes).dtype == mx.bfloat16
+    finite = [i for i in range(256) if i not in (127, 255)]
+    np.testing.assert_array_equal(
+        np.array(mx.to_fp8(back))[finite], np.arange(256, dtype=np.uint8)[finite]
+    )
+
+
+def test_fp8_errors_match_mlx():
+    with pytest.raises(ValueError) as e:
+        mx.to_fp8(mx.array([1, 2]))
+    assert str(e.value) == "[to_fp8] Only real floating types are supported but x.dtype() == int32."
+    with pytest.raises(ValueError) as e:
+        mx.from_fp8(mx.array([1.0]))
+    assert str(e.value) == "[from_fp8] Input must have type uint8 but x.dtype() == float32."

@@ -22,11 +22,11 @@ NOT_YET = {
     "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolve",
     "depends", "diag", "diagonal", "einsum", "einsum_path",
     "export_function", "export_to_dot", "exporter",
-    "from_fp8", "gather_mm", "get_array_buffer_size",
+    "gather_mm", "get_array_buffer_size",
     "hadamard_transform", "import_function",
     "matrix_norm",
     "segmented_mm",
-    "to_fp8", "trace", "view",
+    "trace", "view",
     "random.multivariate_normal", "random.permutation", "random.truncated_normal",
     "array.diag", "array.diagonal", "array.view",
 }

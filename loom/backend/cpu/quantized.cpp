@@ -153,6 +153,8 @@ void unpack32(int bits, const uint32_t* w, uint32_t* q) {
   }
 }
 
+} // namespace
+
 // E4M3 values by code (a table: ldexp per element is a library call).
 const float* e4m3_table() {
   static const auto table = [] {
@@ -162,8 +164,6 @@ const float* e4m3_table() {
   }();
   return table.data();
 }
-
-} // namespace
 
 template <typename S>
 void dequantize_rows_f32(const uint32_t* codes, const S* scales, const S* biases,
@@ -332,6 +332,47 @@ void Dequantize::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
   } else {
     dispatch_float(scales.dtype(), "dequantize", run);
   }
+}
+
+void ToFP8::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  uint8_t* o = out.data<uint8_t>();
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16_t> ||
+                  std::is_same_v<T, bfloat16_t>) {
+      const T* src = x.data<T>();
+      cpu::parallel_for(x.size(), 1 << 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          o[i] = static_cast<uint8_t>(cpu::quant::e4m3_code(static_cast<float>(src[i])));
+        }
+      });
+    } else {
+      throw std::invalid_argument("[to_fp8] unsupported dtype.");
+    }
+  });
+}
+
+void FromFP8::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  const uint8_t* src = x.data<uint8_t>();
+  const float* table = cpu::quant::e4m3_table();
+  dispatch(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16_t> ||
+                  std::is_same_v<T, bfloat16_t>) {
+      T* o = out.data<T>();
+      cpu::parallel_for(x.size(), 1 << 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) o[i] = T(table[src[i]]);
+      });
+    } else {
+      throw std::invalid_argument("[from_fp8] unsupported dtype.");
+    }
+  });
 }
 
 } // namespace loom

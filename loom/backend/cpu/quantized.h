@@ -75,6 +75,9 @@ inline uint32_t e8m0_code(float s) {
 
 inline float e8m0_value(uint32_t b) { return std::ldexp(1.0f, static_cast<int>(b) - 127); }
 
+// The 256 E4M3 values by code, as float.
+const float* e4m3_table();
+
 // Codes per uint32 word, as a bit stream: code i of a row occupies bits
 // [i*bits, (i+1)*bits) of the row's words, least significant first.
 struct BitWriter {
