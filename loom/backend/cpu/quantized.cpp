@@ -72,6 +72,7 @@ void affine_group(const T* w, int group_size, int bits, uint32_t* codes, T* scal
   for (int j = 0; j < group_size; ++j) {
     float q = std::nearbyint((static_cast<float>(w[j]) - bias) / scale);
     q = std::min(std::max(q, 0.0f), n_bins);
+    if (q != q) q = 0.0f; // a NaN input: converting NaN to an integer is undefined
     out.put(static_cast<uint32_t>(q), bits);
   }
   *scale_out = T(scale);
