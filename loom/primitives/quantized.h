@@ -136,7 +136,8 @@ class GatherQMM : public Primitive {
 };
 
 // Element-wise E4M3 (fp8) conversion: float types to uint8 codes (round to
-// nearest even, saturating at 448) and back to a float type.
+// nearest even, saturating at 448) and back to a float type. Not marked
+// element-wise for compile: the fused executor runs only the op table's entries.
 class ToFP8 : public Primitive {
  public:
   explicit ToFP8(Stream stream) : Primitive(stream) {}
@@ -147,7 +148,6 @@ class ToFP8 : public Primitive {
     return dynamic_cast<const ToFP8*>(&other) != nullptr;
   }
   const char* name() const override { return "ToFP8"; }
-  PrimitiveTraits traits() const override { return {.elementwise = true}; }
 };
 
 class FromFP8 : public Primitive {
@@ -159,7 +159,6 @@ class FromFP8 : public Primitive {
   bool is_equivalent(const Primitive& other) const override;
   const char* name() const override { return "FromFP8"; }
   PrimitiveState state() const override { return {{"dtype", dtype_}}; }
-  PrimitiveTraits traits() const override { return {.elementwise = true}; }
 
  private:
   Dtype dtype_;

@@ -522,3 +522,17 @@ def test_fp8_errors_match_mlx():
     with pytest.raises(ValueError) as e:
         mx.from_fp8(mx.array([1.0]))
     assert str(e.value) == "[from_fp8] Input must have type uint8 but x.dtype() == float32."
+
+
+def test_quantized_ops_inside_compile():
+    w = mx.random.normal((32, 64), key=mx.random.key(3))
+    q, s, b = mx.quantize(w)
+    x = mx.random.normal((2, 64), key=mx.random.key(4))
+    f = mx.compile(lambda x: mx.quantized_matmul(x, q, s, b) * 2 + 1)
+    np.testing.assert_allclose(np.array(f(x)), np.array(mx.quantized_matmul(x, q, s, b) * 2 + 1),
+                               rtol=1e-6, atol=1e-6)
+    g = mx.compile(lambda x: mx.from_fp8(mx.to_fp8(x * 2), dtype=mx.float32) + 1)
+    assert np.array(g(mx.array([1.0, 0.3]))).tolist() == [3.0, 1.625]
+    dx = mx.grad(mx.compile(lambda x: mx.quantized_matmul(x, q, s, b).sum()))(x)
+    np.testing.assert_allclose(np.array(dx), np.array(mx.ones((2, 32)) @ mx.dequantize(q, s, b)),
+                               rtol=1e-4, atol=1e-4)
