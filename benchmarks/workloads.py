@@ -243,6 +243,22 @@ def build_linalg(kind, n):
         if fw.family == "jax":
             return lambda: getattr(fw.m.linalg, kind)(a)
         raise fw.unsupported(kind)
+def build_matvec(n, bits):
+    """x (1, n) times w (n, n) transposed: float32, or w quantized (affine,
+    group 64) through quantized_matmul (MLX's API: mlx and loom only)."""
+
+    def build(fw):
+        w, x = fw.rand((n, n)), fw.rand((1, n))
+        matmul = fw.m.matmul
+        if bits is None:
+            wt = w.T
+            return lambda: matmul(x, wt)
+        if fw.family != "mlx":
+            raise fw.unsupported("quantized_matmul")
+        q, s, b = fw.m.quantize(w, 64, bits)
+        fw.m.eval(q, s, b)
+        qmm = fw.m.quantized_matmul
+        return lambda: qmm(x, q, s, b, transpose=True, group_size=64, bits=bits)
 
     return build
 
@@ -588,6 +604,13 @@ def all_workloads(quick=False):
     svd_n, eigh_n = (256, 512) if quick else (1024, 2048)
     add(f"svd {svd_n}² f32", "linalg", build_linalg("svd", svd_n), note="full U and Vt")
     add(f"eigh {eigh_n}² f32", "linalg", build_linalg("eigh", eigh_n), note="values and vectors")
+    # quantized matrix-vector product (a decode step), against the float32 one
+    qn = 4096
+    add(f"matvec {qn}² f32 (batch 1)", "memory", build_matvec(qn, None), bytes=qn * qn * F32)
+    for qbits in (4, 8):
+        add(f"quantized_matmul {qbits}-bit {qn}² (batch 1)", "memory", build_matvec(qn, qbits),
+            bytes=qn * qn * qbits // 8 + 2 * (qn * qn // 64) * F32,
+            note="affine, group 64; mlx/loom only")
 
     # vmap, seed §4.7
     vm = vmap_shape

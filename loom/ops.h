@@ -13,6 +13,7 @@
 #include "loom/ops/scan.h"
 #include "loom/ops/sort.h"
 #include "loom/ops/linalg.h"
+#include "loom/ops/quantized.h"
 #include "loom/ops/random.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "loom/io/detail.h"
+#include "loom/types/half.h"
 
 namespace loom::io {
 
@@ -102,6 +105,128 @@ std::string ggml_type_name(uint32_t t) {
   if (t < sizeof(names) / sizeof(names[0])) return names[t];
   return "type " + std::to_string(t);
 }
+
+// Block-quantized ggml types: elements per block and bytes per block.
+struct BlockType {
+  uint32_t type;
+  int block;
+  int bytes;
+};
+
+// Read into Loom's affine quantization (group 32, MLX's layout), as MLX does.
+constexpr BlockType kQ4_0{2, 32, 18}, kQ4_1{3, 32, 20}, kQ8_0{8, 32, 34};
+// Dequantized to float16, as MLX does, with a warning.
+constexpr BlockType kQ2_K{10, 256, 84}, kQ4_K{12, 256, 144}, kQ6_K{14, 256, 210};
+
+std::optional<BlockType> block_type(uint32_t t) {
+  for (const BlockType& b : {kQ4_0, kQ4_1, kQ8_0, kQ2_K, kQ4_K, kQ6_K})
+    if (b.type == t) return b;
+  return std::nullopt;
+}
+
+bool is_affine_type(uint32_t t) { return t == kQ4_0.type || t == kQ4_1.type || t == kQ8_0.type; }
+
+float half_at(const unsigned char* p) { return static_cast<float>(float16_t::to_float(detail::le16(p))); }
+
+// One Q4_0/Q4_1/Q8_0 block as MLX's affine codes (4 or 8 words), a scale and
+// a bias: Q4_0 is (q - 8) d, Q4_1 is q d + m, Q8_0 is q d with signed q
+// (stored as q + 128 with bias -128 d). ggml keeps elements j and j + 16 of a
+// 4-bit block in one byte; MLX packs element i at bits 4 (i mod 8) of word i / 8.
+void affine_block(uint32_t type, const unsigned char* b, uint32_t* codes, float16_t* scale,
+                  float16_t* bias) {
+  const float d = half_at(b);
+  uint8_t q[32];
+  if (type == kQ8_0.type) {
+    for (int i = 0; i < 32; ++i) q[i] = static_cast<uint8_t>(static_cast<int8_t>(b[2 + i]) + 128);
+    for (int w = 0; w < 8; ++w)
+      codes[w] = uint32_t(q[4 * w]) | (uint32_t(q[4 * w + 1]) << 8) |
+                 (uint32_t(q[4 * w + 2]) << 16) | (uint32_t(q[4 * w + 3]) << 24);
+    *scale = float16_t(d);
+    *bias = float16_t(-128.0f * d);
+    return;
+  }
+  const unsigned char* qs = b + (type == kQ4_1.type ? 4 : 2);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = qs[j] & 15;
+    q[j + 16] = qs[j] >> 4;
+  }
+  for (int w = 0; w < 4; ++w) {
+    uint32_t word = 0;
+    for (int k = 0; k < 8; ++k) word |= uint32_t(q[8 * w + k]) << (4 * k);
+    codes[w] = word;
+  }
+  *scale = float16_t(d);
+  *bias = type == kQ4_1.type ? float16_t(half_at(b + 2)) : float16_t(-8.0f * d);
+}
+
+// The 6-bit scale and min of sub-block j of a Q4_K block.
+void k4_scale_min(int j, const unsigned char* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// One K-quant block of 256 elements to float (ggml's reference dequantizers).
+void k_block(uint32_t type, const unsigned char* b, float* y) {
+  if (type == kQ4_K.type) {
+    const float d = half_at(b), dmin = half_at(b + 2);
+    const unsigned char* scales = b + 4;
+    const unsigned char* q = b + 16;
+    for (int j = 0, is = 0; j < 256; j += 64, is += 2) {
+      int sc, m;
+      k4_scale_min(is, scales, sc, m);
+      const float d1 = d * sc, m1 = dmin * m;
+      k4_scale_min(is + 1, scales, sc, m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+      q += 32;
+    }
+  } else if (type == kQ6_K.type) {
+    const unsigned char* ql = b;
+    const unsigned char* qh = b + 128;
+    const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = half_at(b + 208);
+    for (int n = 0; n < 256; n += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = int((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = int((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * sc[is] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+      y += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
+  } else { // Q2_K
+    const unsigned char* scales = b;
+    const unsigned char* q = b + 16;
+    const float d = half_at(b + 80), dmin = half_at(b + 82);
+    int is = 0;
+    for (int n = 0; n < 256; n += 128) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int half = 0; half < 2; ++half) {
+          const int sc = scales[is++];
+          const float dl = d * (sc & 0xF), ml = dmin * (sc >> 4);
+          for (int l = 0; l < 16; ++l) *y++ = dl * ((q[l + 16 * half] >> shift) & 3) - ml;
+        }
+      }
+      q += 32;
+    }
+  }
+}
+
+thread_local std::vector<std::string> g_warnings;
 
 // Reads the metadata and tensor table through a buffered window, checking
 // every length against the bytes left in the file.
@@ -292,6 +417,7 @@ std::pair<NamedArrays, GgufMetadata> load_gguf(Reader& r) {
     Dtype dtype;
     Shape shape;
     uint64_t offset, nbytes;
+    std::optional<BlockType> blocks; // a block-quantized ggml type
   };
   std::vector<Entry> entries;
   std::set<std::string> names;
@@ -307,14 +433,28 @@ std::pair<NamedArrays, GgufMetadata> load_gguf(Reader& r) {
       dims[nd - 1 - d] = static_cast<int64_t>(v); // innermost first in the file
     }
     uint32_t type = c.get<uint32_t>();
-    auto dtype = tensor_dtype(type);
+    auto blocks = block_type(type);
+    auto dtype = blocks ? std::optional<Dtype>(uint8) : tensor_dtype(type);
     if (!dtype)
       c.fail("tensor '" + name + "' has ggml type " + ggml_type_name(type) +
-             ", which Loom does not read (supported: F32, F16, BF16, I8, I16, I32)");
+             ", which Loom does not read (supported: F32, F16, BF16, I8, I16, I32, Q4_0, Q4_1, "
+             "Q8_0, Q2_K, Q4_K, Q6_K)");
     uint64_t offset = c.get<uint64_t>();
-    auto nbytes = detail::checked_nbytes(dims, dtype->size);
+    std::optional<uint64_t> nbytes;
+    if (blocks) {
+      if (nd == 0 || dims.back() % blocks->block != 0)
+        c.fail("tensor '" + name + "' of type " + ggml_type_name(type) +
+               " has a row length that is not a multiple of " + std::to_string(blocks->block));
+      std::vector<int64_t> block_dims = dims;
+      block_dims.back() = dims.back() / blocks->block;
+      nbytes = detail::checked_nbytes(block_dims, blocks->bytes);
+      // The decoded form is larger: 4 bytes per element at most.
+      if (nbytes && !detail::checked_nbytes(dims, 4)) nbytes.reset();
+    } else {
+      nbytes = detail::checked_nbytes(dims, dtype->size);
+    }
     if (!nbytes) c.fail("tensor '" + name + "' has a shape whose size overflows");
-    entries.push_back({name, *dtype, Shape(dims.begin(), dims.end()), offset, *nbytes});
+    entries.push_back({name, *dtype, Shape(dims.begin(), dims.end()), offset, *nbytes, blocks});
   }
   uint64_t data_start = align_up(c.pos(), alignment);
   uint64_t data_len = data_start <= r.size() ? r.size() - data_start : 0;
@@ -336,9 +476,57 @@ std::pair<NamedArrays, GgufMetadata> load_gguf(Reader& r) {
   for (auto& e : entries) {
     auto data = detail::allocate_checked(e.nbytes);
     r.read_at(data_start + e.offset, data->ptr(), e.nbytes);
-    out.emplace_back(e.name, detail::make_array(std::move(data), e.shape, e.dtype));
+    if (!e.blocks) {
+      out.emplace_back(e.name, detail::make_array(std::move(data), e.shape, e.dtype));
+      continue;
+    }
+    const BlockType& bt = *e.blocks;
+    const auto* raw = static_cast<const unsigned char*>(data->ptr());
+    const uint64_t n_blocks = e.nbytes / bt.bytes;
+    if (is_affine_type(bt.type)) {
+      // name -> codes; name without ".weight" + ".scales" / ".biases", as MLX.
+      const int bits = bt.type == kQ8_0.type ? 8 : 4;
+      Shape codes_shape = e.shape, group_shape = e.shape;
+      codes_shape.back() = e.shape.back() * bits / 32;
+      group_shape.back() = e.shape.back() / 32;
+      auto codes = detail::allocate_checked(n_blocks * bits * 4);
+      auto scales = detail::allocate_checked(n_blocks * 2);
+      auto biases = detail::allocate_checked(n_blocks * 2);
+      auto* cp = static_cast<uint32_t*>(codes->ptr());
+      auto* sp = static_cast<float16_t*>(scales->ptr());
+      auto* bp = static_cast<float16_t*>(biases->ptr());
+      for (uint64_t i = 0; i < n_blocks; ++i)
+        affine_block(bt.type, raw + i * bt.bytes, cp + i * bits, sp + i, bp + i);
+      std::string base = e.name;
+      const std::string suffix = ".weight";
+      if (base.size() >= suffix.size() &&
+          base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
+        base.resize(base.size() - suffix.size());
+      out.emplace_back(e.name, detail::make_array(std::move(codes), codes_shape, uint32));
+      out.emplace_back(base + ".scales", detail::make_array(std::move(scales), group_shape, float16));
+      out.emplace_back(base + ".biases", detail::make_array(std::move(biases), group_shape, float16));
+      continue;
+    }
+    // K-quants: decoded to float16 (MLX does the same, silently).
+    g_warnings.push_back("[load] GGUF tensor '" + e.name + "' of type " +
+                         ggml_type_name(bt.type) +
+                         " is not a quantization Loom holds; it was dequantized to float16.");
+    auto half = detail::allocate_checked(n_blocks * bt.block * 2);
+    auto* hp = static_cast<float16_t*>(half->ptr());
+    std::vector<float> buf(bt.block);
+    for (uint64_t i = 0; i < n_blocks; ++i) {
+      k_block(bt.type, raw + i * bt.bytes, buf.data());
+      for (int j = 0; j < bt.block; ++j) hp[i * bt.block + j] = float16_t(buf[j]);
+    }
+    out.emplace_back(e.name, detail::make_array(std::move(half), e.shape, float16));
   }
   return {std::move(out), std::move(metadata)};
+}
+
+std::vector<std::string> take_load_warnings() {
+  std::vector<std::string> out;
+  out.swap(g_warnings);
+  return out;
 }
 
 } // namespace loom::io

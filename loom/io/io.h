@@ -138,5 +138,8 @@ struct Loaded {
 };
 Loaded load(const std::string& path, std::optional<std::string> format = std::nullopt);
 Loaded load(Reader& r, Format format);
+// Warnings the last loads on this thread raised (e.g. a GGUF tensor cast to
+// float16), for the caller to report once it may (Python: with the GIL).
+std::vector<std::string> take_load_warnings();
 
 } // namespace loom::io

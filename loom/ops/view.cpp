@@ -85,25 +85,5 @@ std::vector<array> depends(const std::vector<array>& inputs,
   return array::make_arrays(std::move(shapes), dtypes, prim, std::move(all));
 }
 
-array to_fp8(const array& x, StreamOrDevice s) {
-  if (!is_floating_point(x.dtype())) {
-    throw std::invalid_argument(
-        "[to_fp8] Only real floating types are supported but x.dtype() == " +
-        dtype_name(x.dtype()) + ".");
-  }
-  return array(x.shape(), uint8, std::make_shared<ToFP8>(to_stream(s)), {x});
-}
-
-array from_fp8(const array& x, Dtype dtype, StreamOrDevice s) {
-  if (!is_floating_point(dtype)) {
-    throw std::invalid_argument("[from_fp8] Only real floating types are supported but dtype == " +
-                                dtype_name(dtype) + ".");
-  }
-  if (x.dtype() != uint8) {
-    throw std::invalid_argument(
-        "[from_fp8] Input must have type uint8 but x.dtype() == " + dtype_name(x.dtype()) + ".");
-  }
-  return array(x.shape(), dtype, std::make_shared<FromFP8>(to_stream(s), dtype), {x});
-}
 
 } // namespace loom

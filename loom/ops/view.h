@@ -21,8 +21,5 @@ array as_strided(const array& a, std::optional<Shape> shape = std::nullopt,
 // `inputs` unchanged, but evaluated only after `dependencies`.
 std::vector<array> depends(const std::vector<array>& inputs,
                            const std::vector<array>& dependencies);
-// Real floats to float8 e4m3 bytes (uint8) and back.
-array to_fp8(const array& x, StreamOrDevice s = {});
-array from_fp8(const array& x, Dtype dtype = bfloat16, StreamOrDevice s = {});
 
 } // namespace loom

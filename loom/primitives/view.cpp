@@ -166,40 +166,5 @@ LOOM_REGISTER_PRIMITIVE(Depends, [](Stream s, const PrimitiveState& st) {
   return std::make_shared<Depends>(s, state_get<int>(st, "Depends", "count"));
 });
 
-// float8 ----------------------------------------------------------------------------
-
-std::vector<Shape> ToFP8::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
-}
-
-std::pair<std::vector<array>, std::vector<int>> ToFP8::vmap(const std::vector<array>& inputs,
-                                                            const std::vector<int>& axes) {
-  return {{to_fp8(inputs[0], stream())}, {axes[0]}};
-}
-
-bool ToFP8::is_equivalent(const Primitive& other) const {
-  return dynamic_cast<const ToFP8*>(&other) != nullptr;
-}
-
-LOOM_REGISTER_PRIMITIVE(ToFP8,
-                        [](Stream s, const PrimitiveState&) { return std::make_shared<ToFP8>(s); });
-
-std::vector<Shape> FromFP8::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
-}
-
-std::pair<std::vector<array>, std::vector<int>> FromFP8::vmap(const std::vector<array>& inputs,
-                                                              const std::vector<int>& axes) {
-  return {{from_fp8(inputs[0], dtype_, stream())}, {axes[0]}};
-}
-
-bool FromFP8::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const FromFP8*>(&other);
-  return o != nullptr && o->dtype_ == dtype_;
-}
-
-LOOM_REGISTER_PRIMITIVE(FromFP8, [](Stream s, const PrimitiveState& st) {
-  return std::make_shared<FromFP8>(s, state_get<Dtype>(st, "FromFP8", "dtype"));
-});
 
 } // namespace loom

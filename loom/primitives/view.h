@@ -1,7 +1,7 @@
 // Primitives that reinterpret memory rather than compute: a dtype view of
 // the bytes (View), an arbitrary strided window (AsStrided), inputs passed
-// through with extra dependencies (Depends), and the float8 (e4m3)
-// conversions that store a value in one byte (ToFP8, FromFP8).
+// through with extra dependencies (Depends). The float8 conversions live with
+// quantization (primitives/quantized.h).
 #pragma once
 
 #include "loom/primitives/primitive.h"
@@ -85,43 +85,5 @@ class Depends : public Primitive {
   int count_;
 };
 
-// Real floats to float8 e4m3 bytes (uint8): round to nearest even, values
-// beyond the largest finite (448) and infinities saturate, as MLX does.
-class ToFP8 : public Primitive {
- public:
-  explicit ToFP8(Stream stream) : Primitive(stream) {}
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  const char* name() const override { return "ToFP8"; }
-  PrimitiveTraits traits() const override {
-    PrimitiveTraits t;
-    t.elementwise = true;
-    return t;
-  }
-};
-
-// float8 e4m3 bytes to a real float dtype (0x7F and 0xFF are NaN).
-class FromFP8 : public Primitive {
- public:
-  FromFP8(Stream stream, Dtype dtype) : Primitive(stream), dtype_(dtype) {}
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  const char* name() const override { return "FromFP8"; }
-  PrimitiveState state() const override { return {{"dtype", dtype_}}; }
-  PrimitiveTraits traits() const override {
-    PrimitiveTraits t;
-    t.elementwise = true;
-    return t;
-  }
-
- private:
-  Dtype dtype_;
-};
 
 } // namespace loom

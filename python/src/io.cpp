@@ -260,6 +260,9 @@ void init_io(nb::module_& m) {
           nb::gil_scoped_release release;
           return io::load(*reader, f);
         }();
+        for (const auto& message : io::take_load_warnings()) {
+          if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0) throw nb::python_error();
+        }
         if (loaded.single) return nb::cast(*loaded.single);
         nb::dict arrays = to_dict(loaded.arrays);
         if (!return_metadata) return arrays;

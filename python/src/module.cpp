@@ -16,6 +16,8 @@ namespace loom::bindings {
 
 // save/load of npy, npz, safetensors and gguf (python/src/io.cpp).
 void init_io(nb::module_& m);
+// quantize, dequantize and the quantized products (python/src/quantized.cpp).
+void init_quantized(nb::module_& m);
 // take/sort/scan bindings and array.at (python/src/indexing_ops.cpp).
 void init_indexing_ops(nb::module_& m);
 // diag/einsum/view/depends/fp8 and random.permutation (python/src/ops_more.cpp).
@@ -142,6 +144,7 @@ NB_MODULE(core, m) {
   init_ops_more(m);
   init_fast(m);
   init_linalg(m);
+  init_quantized(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;

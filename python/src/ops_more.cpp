@@ -134,19 +134,6 @@ void init_ops_more(nb::module_& m) {
       "The size in bytes of the unique buffers behind the arrays of the\n"
       "arguments (trees; other leaves are ignored), at the allocator's size\n"
       "of each buffer. The arrays must be evaluated.");
-  m.def(
-      "to_fp8", [](const array& x, const StreamArg& s) { return to_fp8(x, s); }, nb::arg(),
-      nb::kw_only(), nb::arg("stream") = nb::none(),
-      nb::sig("def to_fp8(x: array, *, stream: StreamOrDevice = None) -> array"),
-      "Convert to float8 e4m3 bytes (uint8), rounding to nearest even and\n"
-      "saturating at 448.");
-  m.def(
-      "from_fp8",
-      [](const array& x, Dtype dtype, const StreamArg& s) { return from_fp8(x, dtype, s); },
-      nb::arg(), nb::arg("dtype") = bfloat16, nb::kw_only(), nb::arg("stream") = nb::none(),
-      nb::sig("def from_fp8(x: array, dtype: Dtype = bfloat16, *, stream: StreamOrDevice = None) "
-              "-> array"),
-      "Convert float8 e4m3 bytes (uint8) to a floating dtype.");
 
   // Array methods.
   nb::object cls = m.attr("array");

@@ -14,6 +14,7 @@ from .dropout import Dropout, Dropout2d, Dropout3d
 from .embedding import Embedding
 from .linear import Bilinear, Identity, Linear
 from .normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm
+from .quantized import QQLinear, QuantizedEmbedding, QuantizedLinear, quantize
 from .positional_encoding import ALiBi, RoPE, SinusoidalPositionalEncoding
 from .recurrent import GRU, LSTM, RNN
 from .upsample import Upsample

@@ -26,3 +26,11 @@ class Embedding(Module):
     def as_linear(self, x):
         """``x @ weight.T``: use the table as an output projection (tied weights)."""
         return x @ self.weight.T
+
+    def to_quantized(self, group_size=None, bits=None, mode="affine", quantize_input=False):
+        """A :class:`QuantizedEmbedding` copy (inputs are ids: ``quantize_input`` is refused)."""
+        from .quantized import QuantizedEmbedding
+
+        if quantize_input:
+            raise ValueError("Quantized input is not supported.")
+        return QuantizedEmbedding.from_embedding(self, group_size, bits, mode)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import loom.core as mx
 
@@ -43,6 +43,20 @@ class Linear(Module):
         if "bias" in self:
             return mx.addmm(self["bias"], x, self["weight"].T)
         return x @ self["weight"].T
+
+    def to_quantized(
+        self,
+        group_size: Optional[int] = None,
+        bits: Optional[int] = None,
+        mode: str = "affine",
+        quantize_input: bool = False,
+    ) -> Module:
+        """A :class:`QuantizedLinear` copy (a :class:`QQLinear` with ``quantize_input``)."""
+        from .quantized import QQLinear, QuantizedLinear
+
+        if quantize_input:
+            return QQLinear.from_linear(self, group_size, bits, mode)
+        return QuantizedLinear.from_linear(self, group_size, bits, mode)
 
 
 class Bilinear(Module):
