@@ -49,6 +49,7 @@ GROUPS = {
     "streams": "Streams (seed §1.4)",
     "random": "Random generation",
     "training": "Training",
+    "fft": "FFT (issue 10)",
 }
 
 
@@ -219,6 +220,23 @@ def build_matmul(batch, n, dtype):
         return lambda: matmul(a, b)
 
     return build
+
+
+# --- FFT (issue 10) ----------------------------------------------------------------
+def build_fft(shape, kind):
+    def build(fw):
+        x = fw.randn(shape)
+        fft = fw.m.fft
+        if kind == "rfft":
+            return lambda: fft.rfft(x)
+        return lambda: fft.fft2(x)
+
+    return build
+
+
+def fft_flops(n, real):
+    """The conventional count 5 n log2 n (half for a real input)."""
+    return int((2.5 if real else 5.0) * n * math.log2(n))
 
 
 # --- vmap (seed §4.7) --------------------------------------------------------------
@@ -541,6 +559,13 @@ def all_workloads(quick=False):
     add(f"random normal {rtag}", "random", build_random(n_random, "normal"), bytes=n_random * F32)
     add(f"random uniform {rtag}", "random", build_random(n_random, "uniform"),
         bytes=n_random * F32)
+
+    # FFT (issue 10's targets: within 1.2x of NumPy)
+    fft_n, fft_side = 16 * MIB, 4096
+    add(f"rfft {_human(fft_n)} f32", "fft", build_fft((fft_n,), "rfft"),
+        flops=fft_flops(fft_n, True))
+    add(f"fft2 {fft_side}² f32", "fft", build_fft((fft_side, fft_side), "fft2"),
+        flops=fft_flops(fft_side * fft_side, False), note="real input, complex64 result")
 
     # training
     mlp_flops = 3 * 2 * mlp_batch * sum(a * b for a, b in zip(dims[:-1], dims[1:]))

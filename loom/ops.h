@@ -7,6 +7,7 @@
 #include "loom/dtype.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/fft.h"
 #include "loom/ops/indexing.h" // array indexing, sorting and scans
 #include "loom/ops/scan.h"
 #include "loom/ops/sort.h"

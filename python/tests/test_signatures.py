@@ -23,7 +23,7 @@ NOT_YET = {
     "depends", "dequantize", "diag", "diagonal", "einsum", "einsum_path",
     "export_function", "export_to_dot", "exporter",
     "from_fp8", "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",
-    "hadamard_transform", "import_function",
+    "import_function",
     "matrix_norm", "qqmm",
     "quantize", "quantized_matmul",
     "segmented_mm",
