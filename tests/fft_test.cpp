@@ -1,7 +1,7 @@
 // The FFT engines against a double-precision direct DFT (both engines, every
 // length class: mixed radix, small primes, Bluestein), along inner axes and
 // in place; the FFT primitive's state and its rebuild from the registry.
-#include "loom/ops.h"
+#include "loom/backend/cpu/fft.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "loom/backend/cpu/fft.h"
+#include "loom/ops.h"
 #include "loom/primitives/fft.h"
 
 using namespace loom;

@@ -30,8 +30,9 @@ std::string join(const std::vector<T>& v) {
 
 void check_norm(const std::string& norm, const char* op) {
   if (norm != "backward" && norm != "ortho" && norm != "forward") {
-    throw std::invalid_argument(std::string("[") + op +
-                                "] Invalid norm. Expected one of {'backward', 'ortho', 'forward'}.");
+    throw std::invalid_argument(
+        std::string("[") + op +
+        "] Invalid norm. Expected one of {'backward', 'ortho', 'forward'}.");
   }
 }
 
@@ -152,8 +153,7 @@ array irfft(const array& a, std::optional<int> n, int axis, const std::string& n
 }
 
 array fftn(const array& a, const std::optional<Shape>& shape,
-           const std::optional<std::vector<int>>& axes, const std::string& norm,
-           StreamOrDevice s) {
+           const std::optional<std::vector<int>>& axes, const std::string& norm, StreamOrDevice s) {
   return transform_nd(a, shape, axes, false, false, norm, "fftn", s);
 }
 array ifftn(const array& a, const std::optional<Shape>& shape,
@@ -173,8 +173,7 @@ array irfftn(const array& a, const std::optional<Shape>& shape,
 }
 
 array fft2(const array& a, const std::optional<Shape>& shape,
-           const std::optional<std::vector<int>>& axes, const std::string& norm,
-           StreamOrDevice s) {
+           const std::optional<std::vector<int>>& axes, const std::string& norm, StreamOrDevice s) {
   return transform_nd(a, shape, axes, false, false, norm, "fft2", s);
 }
 array ifft2(const array& a, const std::optional<Shape>& shape,
@@ -253,7 +252,8 @@ array full_window(const std::optional<array>& window, std::optional<int> win_len
                   const char* op, const Stream& s) {
   array w = window ? *window : ones({win_length.value_or(n_fft)}, float32, s);
   if (w.ndim() != 1) {
-    throw std::invalid_argument(std::string("[") + op + "] window must be a one-dimensional array.");
+    throw std::invalid_argument(std::string("[") + op +
+                                "] window must be a one-dimensional array.");
   }
   int win = w.shape(0);
   if (win > n_fft) {
@@ -279,10 +279,9 @@ array slice_last(const array& a, int start, int stop, const Stream& s) {
 
 } // namespace
 
-array stft(const array& x, int n_fft, std::optional<int> hop_length,
-           std::optional<int> win_length, const std::optional<array>& window, bool center,
-           const std::string& pad_mode, const std::string& norm, std::optional<bool> onesided,
-           StreamOrDevice sd) {
+array stft(const array& x, int n_fft, std::optional<int> hop_length, std::optional<int> win_length,
+           const std::optional<array>& window, bool center, const std::string& pad_mode,
+           const std::string& norm, std::optional<bool> onesided, StreamOrDevice sd) {
   Stream s = to_stream(sd);
   if (n_fft <= 0) throw std::invalid_argument("[stft] n_fft must be positive.");
   int hop = hop_length.value_or(n_fft / 4);

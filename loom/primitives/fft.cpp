@@ -126,21 +126,21 @@ std::vector<array> Hadamard::vjp(const std::vector<array>&, const std::vector<ar
 std::vector<array> Hadamard::jvp(const std::vector<array>& primals,
                                  const std::vector<array>& tangents, const std::vector<int>&) {
   array t = astype(tangents[0], primals[0].dtype(), stream());
-  return {array(t.shape(), t.dtype(), std::make_shared<Hadamard>(stream(), scale_, transpose_),
-                {t})};
+  return {
+      array(t.shape(), t.dtype(), std::make_shared<Hadamard>(stream(), scale_, transpose_), {t})};
 }
 
 std::pair<std::vector<array>, std::vector<int>> Hadamard::vmap(const std::vector<array>& inputs,
                                                                const std::vector<int>& axes) {
   array x = inputs[0];
   int b = axes[0];
-  if (b == x.ndim() - 1) {
+  if (b >= 0 && b == x.ndim() - 1) {
     x = moveaxis(x, b, 0, stream());
     b = 0;
   }
-  return {{array(x.shape(), x.dtype(), std::make_shared<Hadamard>(stream(), scale_, transpose_),
-                 {x})},
-          {b}};
+  return {
+      {array(x.shape(), x.dtype(), std::make_shared<Hadamard>(stream(), scale_, transpose_), {x})},
+      {b}};
 }
 
 bool Hadamard::is_equivalent(const Primitive& other) const {

@@ -20,7 +20,11 @@ namespace loom {
 class FFT : public Primitive {
  public:
   FFT(Stream stream, std::vector<int> axes, bool inverse, bool real, int n, double scale)
-      : Primitive(stream), axes_(std::move(axes)), inverse_(inverse), real_(real), n_(n),
+      : Primitive(stream),
+        axes_(std::move(axes)),
+        inverse_(inverse),
+        real_(real),
+        n_(n),
         scale_(scale) {}
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
@@ -66,9 +70,7 @@ class Hadamard : public Primitive {
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
   const char* name() const override { return "Hadamard"; }
-  PrimitiveState state() const override {
-    return {{"scale", scale_}, {"transpose", transpose_}};
-  }
+  PrimitiveState state() const override { return {{"scale", scale_}, {"transpose", transpose_}}; }
 
  private:
   double scale_;

@@ -1,5 +1,8 @@
 // The loom.core.fft submodule (MLX's mlx.core.fft) and hadamard_transform.
 #include "loom/backend/cpu/fft.h"
+
+#include <memory>
+
 #include "utils.h"
 
 namespace loom::bindings {
@@ -7,6 +10,14 @@ namespace loom::bindings {
 namespace {
 
 using OptAxes = std::optional<std::vector<int>>;
+
+// nanobind keeps the signature and docstring pointers it is given: the
+// strings built here live as long as the module.
+const char* keep(std::string text) {
+  static std::vector<std::unique_ptr<std::string>> kept;
+  kept.push_back(std::make_unique<std::string>(std::move(text)));
+  return kept.back()->c_str();
+}
 
 constexpr const char* kNormDoc =
     "    norm (str, optional): One of ``\"backward\"``, ``\"ortho\"``, or ``\"forward\"``.\n"
@@ -29,7 +40,7 @@ void def_1d(nb::module_& m, const char* name, F fn, const char* summary) {
       [fn](const array& a, std::optional<int> n, int axis, const std::string& norm,
            const StreamArg& s) { return fn(a, n, axis, norm, s); },
       nb::arg("a"), nb::arg("n") = nb::none(), nb::arg("axis") = -1, nb::arg("norm") = "backward",
-      nb::arg("stream") = nb::none(), nb::sig(sig.c_str()), doc.c_str());
+      nb::arg("stream") = nb::none(), nb::sig(keep(sig)), keep(doc));
 }
 
 // The 2-D and n-D forms.
@@ -56,8 +67,7 @@ void def_nd(nb::module_& m, const char* name, F fn, bool two_d, const char* summ
         return fn(a, sh, axes, norm, s);
       },
       nb::arg("a"), nb::arg("s").none() = nb::none(), nb::arg("axes").none() = default_axes,
-      nb::arg("norm") = "backward", nb::arg("stream") = nb::none(), nb::sig(sig.c_str()),
-      doc.c_str());
+      nb::arg("norm") = "backward", nb::arg("stream") = nb::none(), nb::sig(keep(sig)), keep(doc));
 }
 
 OptAxes shift_axes(const std::optional<IntOrInts>& axes) {
@@ -142,17 +152,16 @@ void init_fft(nb::module_& parent) {
       "Returns:\n    array: Complex, shape ``(..., n_freq, n_frames)``.");
   m.def(
       "istft",
-      [](const array& S, std::optional<int> n_fft, std::optional<int> hop,
-         std::optional<int> win, const std::optional<array>& window, bool center,
-         const std::string& norm, std::optional<bool> onesided, std::optional<int> length,
-         const StreamArg& s) {
+      [](const array& S, std::optional<int> n_fft, std::optional<int> hop, std::optional<int> win,
+         const std::optional<array>& window, bool center, const std::string& norm,
+         std::optional<bool> onesided, std::optional<int> length, const StreamArg& s) {
         return fft::istft(S, n_fft, hop, win, window, center, norm, onesided, length, s);
       },
       nb::arg("stft_matrix"), nb::arg("n_fft").none() = nb::none(),
       nb::arg("hop_length").none() = nb::none(), nb::arg("win_length").none() = nb::none(),
-      nb::arg("window").none() = nb::none(), nb::arg("center") = true,
-      nb::arg("norm") = "backward", nb::arg("onesided").none() = nb::none(),
-      nb::arg("length").none() = nb::none(), nb::arg("stream") = nb::none(),
+      nb::arg("window").none() = nb::none(), nb::arg("center") = true, nb::arg("norm") = "backward",
+      nb::arg("onesided").none() = nb::none(), nb::arg("length").none() = nb::none(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def istft(stft_matrix: array, n_fft: int | None = None, hop_length: int | None = "
               "None, win_length: int | None = None, window: array | None = None, center: bool = "
               "True, norm: str = 'backward', onesided: bool | None = None, length: int | None = "
@@ -163,8 +172,8 @@ void init_fft(nb::module_& parent) {
 
   // Loom-only: the engine switch the tests use to cover both engines.
   m.def(
-      "_set_backend", [](const std::string& name) { cpu::fft::set_backend(name); },
-      nb::arg("name"), "Chooses the FFT engine: 'auto', 'native' or 'fftw' (Loom only).");
+      "_set_backend", [](const std::string& name) { cpu::fft::set_backend(name); }, nb::arg("name"),
+      "Chooses the FFT engine: 'auto', 'native' or 'fftw' (Loom only).");
   m.def(
       "_backend", [] { return cpu::fft::backend_name(); },
       "The FFT engine transforms run on: 'fftw' or 'native' (Loom only).");

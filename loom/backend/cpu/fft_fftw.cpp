@@ -57,14 +57,13 @@ const Library& library() {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
       return fn != nullptr;
     };
-    l.loaded = get(l.plan_many_dft, "fftwf_plan_many_dft") &&
-               get(l.plan_many_r2c, "fftwf_plan_many_dft_r2c") &&
-               get(l.plan_many_c2r, "fftwf_plan_many_dft_c2r") &&
-               get(l.execute_dft, "fftwf_execute_dft") &&
-               get(l.execute_r2c, "fftwf_execute_dft_r2c") &&
-               get(l.execute_c2r, "fftwf_execute_dft_c2r") &&
-               get(l.destroy_plan, "fftwf_destroy_plan") &&
-               get(l.alignment_of, "fftwf_alignment_of");
+    l.loaded =
+        get(l.plan_many_dft, "fftwf_plan_many_dft") &&
+        get(l.plan_many_r2c, "fftwf_plan_many_dft_r2c") &&
+        get(l.plan_many_c2r, "fftwf_plan_many_dft_c2r") &&
+        get(l.execute_dft, "fftwf_execute_dft") && get(l.execute_r2c, "fftwf_execute_dft_r2c") &&
+        get(l.execute_c2r, "fftwf_execute_dft_c2r") && get(l.destroy_plan, "fftwf_destroy_plan") &&
+        get(l.alignment_of, "fftwf_alignment_of");
     return l;
   }();
   return lib;
@@ -80,8 +79,8 @@ struct Problem {
   bool in_place;
   int in_align, out_align;
   auto key() const {
-    return std::tie(kind, n, howmany, in_stride, in_dist, out_stride, out_dist, in_place,
-                    in_align, out_align);
+    return std::tie(kind, n, howmany, in_stride, in_dist, out_stride, out_dist, in_place, in_align,
+                    out_align);
   }
   bool operator<(const Problem& o) const { return key() < o.key(); }
 };
@@ -111,9 +110,9 @@ PlanPtr make(const Problem& p, void* in, void* out) {
                                p.in_dist, cout, nullptr, p.out_stride, p.out_dist, kEstimate);
       break;
     case Kind::c2r:
-      plan = lib.plan_many_c2r(1, &n, p.howmany, cin, nullptr, p.in_stride, p.in_dist,
-                               static_cast<float*>(out), nullptr, p.out_stride, p.out_dist,
-                               kEstimate);
+      plan =
+          lib.plan_many_c2r(1, &n, p.howmany, cin, nullptr, p.in_stride, p.in_dist,
+                            static_cast<float*>(out), nullptr, p.out_stride, p.out_dist, kEstimate);
       break;
   }
   if (plan == nullptr) return nullptr;
@@ -172,8 +171,16 @@ bool run(Kind kind, In* in, Out* out, int64_t outer, int64_t n, int64_t n_in, in
       for (size_t g = b; g < e; ++g) {
         int64_t first = static_cast<int64_t>(g) * group;
         int64_t count = std::min(group, outer - first);
-        Problem p{kind, static_cast<int>(n), static_cast<int>(count), 1, static_cast<int>(n_in),
-                  1, static_cast<int>(n_out), in_place, 0, 0};
+        Problem p{kind,
+                  static_cast<int>(n),
+                  static_cast<int>(count),
+                  1,
+                  static_cast<int>(n_in),
+                  1,
+                  static_cast<int>(n_out),
+                  in_place,
+                  0,
+                  0};
         In* i = in + first * n_in;
         Out* o = out + first * n_out;
         PlanPtr plan = get(p, i, o);
@@ -196,8 +203,16 @@ bool run(Kind kind, In* in, Out* out, int64_t outer, int64_t n, int64_t n_in, in
       int64_t o_idx = static_cast<int64_t>(t) / blocks, blk = static_cast<int64_t>(t) % blocks;
       int64_t first = blk * width;
       int64_t count = std::min(width, inner - first);
-      Problem p{kind, static_cast<int>(n), static_cast<int>(count), static_cast<int>(inner), 1,
-                static_cast<int>(inner), 1, in_place, 0, 0};
+      Problem p{kind,
+                static_cast<int>(n),
+                static_cast<int>(count),
+                static_cast<int>(inner),
+                1,
+                static_cast<int>(inner),
+                1,
+                in_place,
+                0,
+                0};
       In* i = in + o_idx * n_in * inner + first;
       Out* o = out + o_idx * n_out * inner + first;
       PlanPtr plan = get(p, i, o);
