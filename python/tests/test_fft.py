@@ -118,6 +118,24 @@ def test_multi_axis(engine, op, s, axes):
     close(getattr(mx.fft, op)(mx.array(x), **kwargs), getattr(np.fft, op)(x, **kwargs))
 
 
+REAL_INPUT_CASES = (
+    [(op, {"axis": a}) for op in ("fft", "ifft") for a in (0, 1, -1)]
+    + [(op, {"axes": a}) for op in ("fft2", "ifft2") for a in ([0, 2], [2, 0], [-2, -1], [1, 0])]
+    + [(op, {"axes": a}) for op in ("fftn", "ifftn") for a in (None, [0], [1], [0, 2], [0, 1, 2])]
+)
+
+
+@pytest.mark.parametrize("op,kwargs", REAL_INPUT_CASES, ids=str)
+@pytest.mark.parametrize("shape", [(6, 5, 7), (4, 8, 1), (3, 2, 16)])
+def test_complex_transforms_of_real_input(engine, op, kwargs, shape):
+    # Real inputs of the complex transforms over every axis layout and
+    # odd/even inner lengths.
+    x = rrand(shape, seed=len(shape))
+    got = getattr(mx.fft, op)(mx.array(x), **kwargs)
+    assert got.dtype == mx.complex64
+    close(got, getattr(np.fft, op)(x.astype(np.float64), **kwargs))
+
+
 def test_fft2_4d_and_views(engine):
     x = crand((3, 4, 6, 10))
     close(mx.fft.fft2(mx.array(x)), np.fft.fft2(x))
