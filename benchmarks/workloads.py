@@ -50,6 +50,7 @@ GROUPS = {
     "random": "Random generation",
     "linalg": "Linear algebra (LAPACK)",
     "training": "Training",
+    "fft": "FFT (issue 10)",
 }
 
 
@@ -243,6 +244,10 @@ def build_linalg(kind, n):
         if fw.family == "jax":
             return lambda: getattr(fw.m.linalg, kind)(a)
         raise fw.unsupported(kind)
+
+    return build
+
+
 def build_matvec(n, bits):
     """x (1, n) times w (n, n) transposed: float32, or w quantized (affine,
     group 64) through quantized_matmul (MLX's API: mlx and loom only)."""
@@ -261,6 +266,23 @@ def build_matvec(n, bits):
         return lambda: qmm(x, q, s, b, transpose=True, group_size=64, bits=bits)
 
     return build
+
+
+# --- FFT (issue 10) ----------------------------------------------------------------
+def build_fft(shape, kind):
+    def build(fw):
+        x = fw.randn(shape)
+        fft = fw.m.fft
+        if kind == "rfft":
+            return lambda: fft.rfft(x)
+        return lambda: fft.fft2(x)
+
+    return build
+
+
+def fft_flops(n, real):
+    """The conventional count 5 n log2 n (half for a real input)."""
+    return int((2.5 if real else 5.0) * n * math.log2(n))
 
 
 # --- vmap (seed §4.7) --------------------------------------------------------------
@@ -627,6 +649,13 @@ def all_workloads(quick=False):
     add(f"random normal {rtag}", "random", build_random(n_random, "normal"), bytes=n_random * F32)
     add(f"random uniform {rtag}", "random", build_random(n_random, "uniform"),
         bytes=n_random * F32)
+
+    # FFT (issue 10's targets: within 1.2x of NumPy)
+    fft_n, fft_side = 16 * MIB, 4096
+    add(f"rfft {_human(fft_n)} f32", "fft", build_fft((fft_n,), "rfft"),
+        flops=fft_flops(fft_n, True))
+    add(f"fft2 {fft_side}² f32", "fft", build_fft((fft_side, fft_side), "fft2"),
+        flops=fft_flops(fft_side * fft_side, False), note="real input, complex64 result")
 
     # training
     mlp_flops = 3 * 2 * mlp_batch * sum(a * b for a, b in zip(dims[:-1], dims[1:]))

@@ -9,6 +9,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/fast.h"
 #include "loom/ops/einsum.h"
+#include "loom/ops/fft.h"
 #include "loom/ops/indexing.h" // array indexing, sorting and scans
 #include "loom/ops/scan.h"
 #include "loom/ops/sort.h"

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build python3-venv libopenblas-dev liblapacke-dev
-          nlohmann-json3-dev zlib1g-dev libgtest-dev)
+          nlohmann-json3-dev zlib1g-dev libgtest-dev
+          libfftw3-single3) # FFTW (single precision), dlopen'ed at run time: backend/cpu/fft_fftw.cpp
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

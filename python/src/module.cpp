@@ -138,6 +138,7 @@ NB_MODULE(core, m) {
   init_composites(m);
   init_indexing_ops(m);
   init_random(m);
+  init_fft(m);
   init_transforms(m);
   init_compile(m);
   init_io(m);

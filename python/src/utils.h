@@ -161,6 +161,7 @@ void init_printing(nb::module_& m);
 void init_ops(nb::module_& m);
 void init_composites(nb::module_& m);
 void init_random(nb::module_& m);
+void init_fft(nb::module_& m); // python/src/fft.cpp
 
 // Indexing (indexing.cpp).
 array get_item(const array& a, nb::handle index);

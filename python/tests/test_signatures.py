@@ -19,7 +19,7 @@ with open(_signatures.DATA) as f:
 NOT_YET = {
     "conv1d", "conv2d", "conv3d",
     "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolve",
-    "export_function", "export_to_dot", "exporter", "hadamard_transform", "import_function",
+    "export_function", "export_to_dot", "exporter", "import_function",
 }
 
 

@@ -1,0 +1,55 @@
+// The CPU FFT engines behind the FFT primitive. Every transform runs along
+// one axis of a row-major buffer viewed as [outer, n, inner] and is
+// unnormalised (the primitive scales). Two engines compute it:
+//  - FFTW3 (single precision), loaded at run time with dlopen so that
+//    libloom never links GPL code; used when libfftw3f.so.3 is present;
+//  - Loom's own mixed-radix (4, 2, 3, 5, small odd primes) transform with
+//    Bluestein's algorithm for lengths with a large prime factor: always
+//    available, slower than FFTW (about 2-4x on large transforms).
+// LOOM_FFT=native (or set_backend) forces the second, so both are tested.
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <string>
+
+namespace loom::cpu::fft {
+
+using cfloat = std::complex<float>;
+
+enum class Backend { automatic, native, fftw };
+
+// Chooses the engine for later transforms ("auto", "native", "fftw");
+// "fftw" raises when FFTW cannot be loaded.
+void set_backend(const std::string& name);
+// The engine transforms run on now: "fftw" or "native".
+std::string backend_name();
+
+// Complex to complex. `in` and `out` may be the same buffer (in place).
+void c2c(const cfloat* in, cfloat* out, int64_t outer, int64_t n, int64_t inner, bool inverse);
+// Real to complex: in [outer, n, inner], out [outer, n / 2 + 1, inner].
+void r2c(const float* in, cfloat* out, int64_t outer, int64_t n, int64_t inner);
+// Complex (Hermitian half spectrum) to real: in [outer, n / 2 + 1, inner]
+// (left unchanged; imaginary parts of the zero and Nyquist bins are
+// ignored, as NumPy does), out [outer, n, inner].
+void c2r(const cfloat* in, float* out, int64_t outer, int64_t n, int64_t inner);
+
+// --- engines (fft.cpp holds the native one, fft_fftw.cpp FFTW) -----------
+
+namespace native {
+void c2c(const cfloat* in, cfloat* out, int64_t outer, int64_t n, int64_t inner, bool inverse);
+void r2c(const float* in, cfloat* out, int64_t outer, int64_t n, int64_t inner);
+void c2r(const cfloat* in, float* out, int64_t outer, int64_t n, int64_t inner);
+} // namespace native
+
+namespace fftw {
+// Whether libfftw3f could be loaded (tried once).
+bool available();
+// Each returns false (having done nothing) for a problem FFTW's int-sized
+// interface cannot describe; the caller then uses the native engine.
+bool c2c(const cfloat* in, cfloat* out, int64_t outer, int64_t n, int64_t inner, bool inverse);
+bool r2c(const float* in, cfloat* out, int64_t outer, int64_t n, int64_t inner);
+bool c2r(const cfloat* in, float* out, int64_t outer, int64_t n, int64_t inner);
+} // namespace fftw
+
+} // namespace loom::cpu::fft
