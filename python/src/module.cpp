@@ -18,6 +18,8 @@ namespace loom::bindings {
 void init_io(nb::module_& m);
 // take/sort/scan bindings and array.at (python/src/indexing_ops.cpp).
 void init_indexing_ops(nb::module_& m);
+// conv1d/2d/3d, conv_general, conv_transpose*, convolve (python/src/conv.cpp).
+void init_conv(nb::module_& m);
 
 namespace {
 
@@ -130,6 +132,7 @@ NB_MODULE(core, m) {
   init_composites(m);
   init_indexing_ops(m);
   init_random(m);
+  init_conv(m);
   init_transforms(m);
   init_compile(m);
   init_io(m);

@@ -1,7 +1,7 @@
 """Neural-network layers, losses and initialisers over ``loom.core`` (MLX's ``mlx.nn``).
 
-Not yet here (they need ops loom.core does not have): the convolution and
-pooling layers, the quantized layers and ``quantize``.
+Not yet here (they need ops loom.core does not have): the quantized layers
+and ``quantize``.
 """
 
 from . import init, losses
