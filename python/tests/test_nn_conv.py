@@ -194,3 +194,24 @@ def test_small_cnn_learns():
         mx.eval(model.parameters(), opt.state)
         values.append(value.item())
     assert values[-1] < 0.5 * values[0], values[::10]
+
+
+def test_digits_cnn_example_trains_briefly():
+    import os
+    import subprocess
+    import sys
+
+    from _backend import IS_MLX
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                          "digits_cnn.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    result = subprocess.run(
+        [sys.executable, script, "--backend", "mlx" if IS_MLX else "loom", "--train", "1024",
+         "--test", "256", "--epochs", "2", "--batch", "32"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("final test accuracy:"), result.stdout
+    # Two short epochs already read most digits (chance is 10%).
+    assert float(last.split()[-1].rstrip("%")) > 60, result.stdout
