@@ -10,8 +10,8 @@
 #include <random>
 
 #include "loom/ops/creation.h"
-#include "loom/ops/reduce.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/reduce.h"
 #include "loom/primitives/conv.h"
 #include "loom/transforms/transforms.h"
 
@@ -46,7 +46,8 @@ std::vector<double> reference(const std::vector<float>& x, const Shape& xs,
               const int64_t tw = p.flip ? KW - 1 - kw : kw;
               const int64_t ph = oh * p.stride[0] + th * p.kernel_dilation[0] - p.padding_lo[0];
               const int64_t pw = ow * p.stride[1] + tw * p.kernel_dilation[1] - p.padding_lo[1];
-              if (ph < 0 || pw < 0 || ph % p.input_dilation[0] || pw % p.input_dilation[1]) continue;
+              if (ph < 0 || pw < 0 || ph % p.input_dilation[0] || pw % p.input_dilation[1])
+                continue;
               const int64_t ih = ph / p.input_dilation[0], iw = pw / p.input_dilation[1];
               if (ih >= H || iw >= W) continue;
               for (int64_t c = 0; c < Cg; ++c) {
@@ -64,7 +65,8 @@ void expect_close(const array& a, const std::vector<double>& ref, double tol = 1
   c.eval();
   ASSERT_EQ(static_cast<size_t>(c.size()), ref.size());
   const float* p = c.data<float>();
-  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(p[i], ref[i], tol * (1 + std::abs(ref[i]))) << i;
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(p[i], ref[i], tol * (1 + std::abs(ref[i]))) << i;
 }
 
 struct Case {
@@ -79,8 +81,8 @@ TEST(Conv, MatchesDirectLoop) {
       {{2, 7, 6, 4}, {6, 3, 2, 4}, {{1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, 1, false}},
       {{2, 7, 6, 4}, {6, 3, 2, 2}, {{2, 1}, {1, 0}, {2, 1}, {1, 2}, {1, 1}, 2, false}},
       {{1, 5, 6, 3}, {2, 2, 3, 3}, {{1, 2}, {2, 1}, {0, 2}, {1, 1}, {2, 3}, 1, true}},
-      {{2, 6, 6, 5}, {5, 3, 3, 1}, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 5, false}},  // depthwise
-      {{2, 6, 6, 6}, {4, 1, 1, 3}, {{1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, 2, false}},  // 1x1
+      {{2, 6, 6, 5}, {5, 3, 3, 1}, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 5, false}}, // depthwise
+      {{2, 6, 6, 6}, {4, 1, 1, 3}, {{1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, 2, false}}, // 1x1
   };
   unsigned seed = 1;
   for (const auto& c : cases) {
@@ -88,8 +90,8 @@ TEST(Conv, MatchesDirectLoop) {
     auto wv = random_values(shape_size(c.ws), seed++);
     array x(xv, c.xs, float32);
     array w(wv, c.ws, float32);
-    array out = conv_general(x, w, c.p.stride, c.p.padding_lo, c.p.padding_hi,
-                             c.p.kernel_dilation, c.p.input_dilation, c.p.groups, c.p.flip);
+    array out = conv_general(x, w, c.p.stride, c.p.padding_lo, c.p.padding_hi, c.p.kernel_dilation,
+                             c.p.input_dilation, c.p.groups, c.p.flip);
     expect_close(out, reference(xv, c.xs, wv, c.ws, c.p, out.shape()));
   }
 }

@@ -109,11 +109,10 @@ array conv_general(const array& input, const array& weight, std::vector<int> str
                                 ". Convolution currently only supports floating point types");
   }
   if (weight.ndim() != in.ndim()) {
-    throw std::invalid_argument("[conv] Invalid weight array with " +
-                                std::to_string(weight.ndim()) + " dimensions for " +
-                                std::to_string(nd) + "D convolution. Expected an array with " +
-                                std::to_string(nd + 2) +
-                                " dimensions following the format [C_out, ..., C_in].");
+    throw std::invalid_argument(
+        "[conv] Invalid weight array with " + std::to_string(weight.ndim()) + " dimensions for " +
+        std::to_string(nd) + "D convolution. Expected an array with " + std::to_string(nd + 2) +
+        " dimensions following the format [C_out, ..., C_in].");
   }
   if (in.shape(-1) != weight.shape(-1) * groups) {
     throw std::invalid_argument(
@@ -138,7 +137,8 @@ array conv_general(const array& input, const array& weight, std::vector<int> str
   check_positive(kernel_dilation, "Kernel dilation", "kernel dilation");
   check_positive(input_dilation, "Input dilation", "input dilation");
   for (int i = 0; i < nd; ++i) {
-    const int64_t span = dilated(in.shape(i + 1), input_dilation[i]) + padding_lo[i] + padding_hi[i];
+    const int64_t span =
+        dilated(in.shape(i + 1), input_dilation[i]) + padding_lo[i] + padding_hi[i];
     if (span < dilated(weight.shape(i + 1), kernel_dilation[i])) {
       throw std::invalid_argument(
           "[conv] Spatial dimensions of input after padding cannot be smaller than weight "
@@ -151,16 +151,20 @@ array conv_general(const array& input, const array& weight, std::vector<int> str
   }
   array x = in.dtype() == dtype ? in : astype(in, dtype, s);
   array w = weight.dtype() == dtype ? weight : astype(weight, dtype, s);
-  ConvParams p{std::move(stride),          std::move(padding_lo),     std::move(padding_hi),
-               std::move(kernel_dilation), std::move(input_dilation), groups,
+  ConvParams p{std::move(stride),
+               std::move(padding_lo),
+               std::move(padding_hi),
+               std::move(kernel_dilation),
+               std::move(input_dilation),
+               groups,
                flip};
   return make_convolution(x, w, std::move(p), to_stream(s));
 }
 
 array conv1d(const array& input, const array& weight, int stride, int padding, int dilation,
              int groups, StreamOrDevice s) {
-  return conv_general(input, weight, {stride}, {padding}, {padding}, {dilation}, {1}, groups,
-                      false, s);
+  return conv_general(input, weight, {stride}, {padding}, {padding}, {dilation}, {1}, groups, false,
+                      s);
 }
 
 array conv2d(const array& input, const array& weight, const std::vector<int>& stride,
@@ -188,20 +192,19 @@ array conv_transpose_general(const array& input, const array& weight, std::vecto
         "format [N, ..., C_in]");
   }
   if (weight.ndim() != input.ndim()) {
-    throw std::invalid_argument("[conv] Invalid weight array with " +
-                                std::to_string(weight.ndim()) + " dimensions for " +
-                                std::to_string(nd) + "D convolution. Expected an array with " +
-                                std::to_string(nd + 2) +
-                                " dimensions following the format [C_out, ..., C_in].");
+    throw std::invalid_argument(
+        "[conv] Invalid weight array with " + std::to_string(weight.ndim()) + " dimensions for " +
+        std::to_string(nd) + "D convolution. Expected an array with " + std::to_string(nd + 2) +
+        " dimensions following the format [C_out, ..., C_in].");
   }
   broadcast_arg(stride, nd, 1);
   broadcast_arg(padding, nd, 0);
   broadcast_arg(dilation, nd, 1);
   broadcast_arg(output_padding, nd, 0);
   std::vector<int> lo(nd), hi(nd);
-  for (int i = 0; i < nd && i < static_cast<int>(padding.size()) &&
-                  i < static_cast<int>(dilation.size()) &&
-                  i < static_cast<int>(output_padding.size());
+  for (int i = 0;
+       i < nd && i < static_cast<int>(padding.size()) && i < static_cast<int>(dilation.size()) &&
+       i < static_cast<int>(output_padding.size());
        ++i) {
     // The transposed convolution is a convolution of the stride-dilated input
     // with the flipped kernel, padded by the kernel's reach less `padding`.
@@ -255,8 +258,8 @@ array convolve(const array& a, const array& v, const std::string& mode, StreamOr
   } else if (mode != "valid") {
     throw std::invalid_argument("[convolve] Invalid mode.");
   }
-  array x = reshape(in, {1, static_cast<int64_t>(in.size()), 1}, s);
-  array w = reshape(k, {1, static_cast<int64_t>(n), 1}, s);
+  array x = reshape(in, {1, static_cast<int>(in.size()), 1}, s);
+  array w = reshape(k, {1, n, 1}, s);
   array out = conv_general(x, w, {1}, {lo}, {hi}, {1}, {1}, 1, /*flip=*/true, s);
   return reshape(out, {out.shape(1)}, s);
 }

@@ -94,12 +94,12 @@ std::vector<array> Convolution::vjp(const std::vector<array>& primals,
   const array& w = primals[1];
   const array& cot = cotangents[0];
   const int nd = x.ndim() - 2;
-  const int64_t G = p_.groups;
-  const int64_t C = x.shape(-1);
-  const int64_t Cg = C / G;
-  const int64_t O = w.shape(0);
-  const int64_t Og = O / G;
-  const int64_t N = x.shape(0);
+  const int G = p_.groups;
+  const int C = x.shape(-1);
+  const int Cg = C / G;
+  const int O = w.shape(0);
+  const int Og = O / G;
+  const int N = x.shape(0);
   std::vector<array> grads;
   for (int arg : argnums) {
     if (arg == 0) {
@@ -118,7 +118,8 @@ std::vector<array> Convolution::vjp(const std::vector<array>& primals,
         const int64_t kd = p_.kernel_dilation[i];
         const int64_t lo = (K - 1) * kd - p_.padding_lo[i];
         const int64_t span = dilated(cot.shape(i + 1), p_.stride[i]);
-        const int64_t hi = (x.shape(i + 1) - 1) * p_.input_dilation[i] + (K - 1) * kd + 1 - span - lo;
+        const int64_t hi =
+            (x.shape(i + 1) - 1) * p_.input_dilation[i] + (K - 1) * kd + 1 - span - lo;
         q.padding_lo.push_back(static_cast<int>(lo));
         q.padding_hi.push_back(static_cast<int>(hi));
       }
@@ -131,7 +132,8 @@ std::vector<array> Convolution::vjp(const std::vector<array>& primals,
       Shape wt_shape{C};
       for (int i = 0; i < nd; ++i) wt_shape.push_back(w.shape(i + 1));
       wt_shape.push_back(Og);
-      array wt = reshape(transpose(reshape(w, grouped, stream()), perm, stream()), wt_shape, stream());
+      array wt =
+          reshape(transpose(reshape(w, grouped, stream()), perm, stream()), wt_shape, stream());
       if (cot.size() == 0) {
         grads.push_back(zeros_like(x, stream()));
         continue;
@@ -151,8 +153,8 @@ std::vector<array> Convolution::vjp(const std::vector<array>& primals,
       for (int i = 0; i < nd; ++i) {
         const int64_t K = w.shape(i + 1);
         const int64_t span = dilated(x.shape(i + 1), p_.input_dilation[i]);
-        const int64_t hi = (K - 1) * p_.kernel_dilation[i] +
-                           p_.stride[i] * (cot.shape(i + 1) - 1) + 1 - span - p_.padding_lo[i];
+        const int64_t hi = (K - 1) * p_.kernel_dilation[i] + p_.stride[i] * (cot.shape(i + 1) - 1) +
+                           1 - span - p_.padding_lo[i];
         q.padding_lo.push_back(p_.padding_lo[i]);
         q.padding_hi.push_back(static_cast<int>(hi));
       }
@@ -176,8 +178,8 @@ std::vector<array> Convolution::vjp(const std::vector<array>& primals,
       // cotangent: (N, O..., C_out) -> (C_out, O..., N).
       array ct = transpose(cot, swap_ends(cot.ndim()), stream());
       // (Cg, K..., C_out) -> (C_out, K..., Cg).
-      array g = transpose(convolve_with(xt, ct, std::move(q), stream()), swap_ends(w.ndim()),
-                          stream());
+      array g =
+          transpose(convolve_with(xt, ct, std::move(q), stream()), swap_ends(w.ndim()), stream());
       if (p_.flip) g = flip(g, spatial_axes(nd), stream());
       grads.push_back(g);
     }
@@ -207,7 +209,7 @@ std::pair<std::vector<array>, std::vector<int>> Convolution::vmap(const std::vec
   if (bw < 0) {
     // Batched input only: the vmapped axis joins the batch axis.
     array x = moveaxis(inputs[0], bx, 0, s);
-    const int64_t B = x.shape(0);
+    const int B = x.shape(0);
     Shape merged(x.shape().begin() + 1, x.shape().end());
     merged[0] *= B;
     array out = convolve_with(reshape(x, merged, s), inputs[1], p_, s);
@@ -217,9 +219,9 @@ std::pair<std::vector<array>, std::vector<int>> Convolution::vmap(const std::vec
     return {{reshape(out, split, s)}, {0}};
   }
   array w = moveaxis(inputs[1], bw, 0, s);
-  const int64_t B = w.shape(0);
-  const int64_t G = p_.groups;
-  const int64_t O = w.shape(1);
+  const int B = w.shape(0);
+  const int G = p_.groups;
+  const int O = w.shape(1);
   const int nd = w.ndim() - 3;
   // Weights (B, G, Og, K..., Cg) ordered group-major, so that group g of
   // every vmapped entry stays beside its input channels.
@@ -244,7 +246,7 @@ std::pair<std::vector<array>, std::vector<int>> Convolution::vmap(const std::vec
     return {{reshape(r, fin, s)}, {0}};
   }
   // Both batched: every entry is its own set of groups.
-  array x = moveaxis(inputs[0], bx, 0, s);   // (B, N, S..., C)
+  array x = moveaxis(inputs[0], bx, 0, s);    // (B, N, S..., C)
   array xm = moveaxis(x, 0, x.ndim() - 2, s); // (N, S..., B, C)
   Shape xs(xm.shape().begin(), xm.shape().end() - 2);
   xs.push_back(B * x.shape(-1));

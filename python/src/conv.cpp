@@ -40,9 +40,8 @@ void init_conv(nb::module_& m) {
       "conv1d",
       [](const array& in, const array& w, int stride, int padding, int dilation, int groups,
          const StreamArg& s) { return conv1d(in, w, stride, padding, dilation, groups, s); },
-      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0,
-      nb::arg("dilation") = 1, nb::arg("groups") = 1, nb::kw_only(),
-      nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
+      nb::arg("groups") = 1, nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def conv1d(input: array, weight: array, /, stride: int = 1, padding: int = 0, "
               "dilation: int = 1, groups: int = 1, *, stream: StreamOrDevice = None) -> array"),
       "1-D convolution over an input with several channels.\n\n"
@@ -59,9 +58,8 @@ void init_conv(nb::module_& m) {
          const Int2& dilation, int groups, const StreamArg& s) {
         return conv2d(in, w, per_axis(stride), per_axis(padding), per_axis(dilation), groups, s);
       },
-      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0,
-      nb::arg("dilation") = 1, nb::arg("groups") = 1, nb::kw_only(),
-      nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
+      nb::arg("groups") = 1, nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def conv2d(input: array, weight: array, /, stride: int | tuple[int, int] = 1, "
               "padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: "
               "int = 1, *, stream: StreamOrDevice = None) -> array"),
@@ -79,9 +77,8 @@ void init_conv(nb::module_& m) {
          const Int3& dilation, int groups, const StreamArg& s) {
         return conv3d(in, w, per_axis(stride), per_axis(padding), per_axis(dilation), groups, s);
       },
-      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0,
-      nb::arg("dilation") = 1, nb::arg("groups") = 1, nb::kw_only(),
-      nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
+      nb::arg("groups") = 1, nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def conv3d(input: array, weight: array, /, stride: int | tuple[int, int, int] = 1, "
               "padding: int | tuple[int, int, int] = 0, dilation: int | tuple[int, int, int] = "
               "1, groups: int = 1, *, stream: StreamOrDevice = None) -> array"),
@@ -129,13 +126,13 @@ void init_conv(nb::module_& m) {
       "Returns:\n    array: The convolved array.");
   m.def(
       "conv_transpose1d",
-      [](const array& in, const array& w, int stride, int padding, int dilation,
-         int output_padding, int groups, const StreamArg& s) {
+      [](const array& in, const array& w, int stride, int padding, int dilation, int output_padding,
+         int groups, const StreamArg& s) {
         return conv_transpose1d(in, w, stride, padding, dilation, output_padding, groups, s);
       },
-      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0,
-      nb::arg("dilation") = 1, nb::arg("output_padding") = 0, nb::arg("groups") = 1,
-      nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
+      nb::arg("output_padding") = 0, nb::arg("groups") = 1, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def conv_transpose1d(input: array, weight: array, /, stride: int = 1, padding: int "
               "= 0, dilation: int = 1, output_padding: int = 0, groups: int = 1, *, stream: "
               "StreamOrDevice = None) -> array"),
@@ -151,9 +148,9 @@ void init_conv(nb::module_& m) {
         return conv_transpose2d(in, w, per_axis(stride), per_axis(padding), per_axis(dilation),
                                 per_axis(output_padding), groups, s);
       },
-      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0,
-      nb::arg("dilation") = 1, nb::arg("output_padding") = 0, nb::arg("groups") = 1,
-      nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
+      nb::arg("output_padding") = 0, nb::arg("groups") = 1, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def conv_transpose2d(input: array, weight: array, /, stride: int | tuple[int, int] "
               "= 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, "
               "output_padding: int | tuple[int, int] = 0, groups: int = 1, *, stream: "
@@ -171,9 +168,9 @@ void init_conv(nb::module_& m) {
         return conv_transpose3d(in, w, per_axis(stride), per_axis(padding), per_axis(dilation),
                                 per_axis(output_padding), groups, s);
       },
-      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0,
-      nb::arg("dilation") = 1, nb::arg("output_padding") = 0, nb::arg("groups") = 1,
-      nb::kw_only(), nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
+      nb::arg("output_padding") = 0, nb::arg("groups") = 1, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def conv_transpose3d(input: array, weight: array, /, stride: int | tuple[int, int, "
               "int] = 1, padding: int | tuple[int, int, int] = 0, dilation: int | tuple[int, "
               "int, int] = 1, output_padding: int | tuple[int, int, int] = 0, groups: int = 1, *, "
@@ -189,8 +186,7 @@ void init_conv(nb::module_& m) {
       [](const array& a, const array& v, const std::string& mode, const StreamArg& s) {
         return convolve(a, v, mode, s);
       },
-      nb::arg(), nb::arg(), nb::arg("mode") = "full", nb::kw_only(),
-      nb::arg("stream") = nb::none(),
+      nb::arg(), nb::arg(), nb::arg("mode") = "full", nb::kw_only(), nb::arg("stream") = nb::none(),
       nb::sig("def convolve(a: array, v: array, /, mode: str = \"full\", *, stream: "
               "StreamOrDevice = None) -> array"),
       "The discrete convolution of 1-D arrays, as NumPy's ``convolve``.\n\n"

@@ -18,8 +18,7 @@ with open(_signatures.DATA) as f:
 # the op surface (linalg, fft, conv, quantization, scans, sorting, I/O, ...).
 NOT_YET = {
     "as_strided",
-    "block_masked_mm", "conv1d", "conv2d", "conv3d",
-    "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolve",
+    "block_masked_mm",
     "depends", "dequantize", "diag", "diagonal", "einsum", "einsum_path",
     "export_function", "export_to_dot", "exporter",
     "from_fp8", "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",

@@ -77,8 +77,7 @@ Geometry make_geometry(const array& x, const array& w, const array& out, const C
         if (pos >= 0 && pos < span && pos % id == 0) t[o * g.k[a] + j] = pos / id;
       }
     }
-    if (g.k[a] != 1 || g.out[a] != g.in[a] || p.stride[i] != 1 || p.padding_lo[i] != 0 ||
-        id != 1) {
+    if (g.k[a] != 1 || g.out[a] != g.in[a] || p.stride[i] != 1 || p.padding_lo[i] != 0 || id != 1) {
       g.identity = false;
     }
   }
@@ -96,8 +95,7 @@ void gemm_nt(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* 
     blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, lda, b, ldb, beta, c,
                ldc);
   } else {
-    blas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0, a, lda, b, ldb, beta, c,
-               ldc);
+    blas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0, a, lda, b, ldb, beta, c, ldc);
   }
 }
 
@@ -162,13 +160,15 @@ void conv_gemm(const Geometry& g, const T* x, const T* w, T* out) {
   int64_t block_rows, block_taps;
   if (g.kc * std::min(g.rows, kMinRows) <= kBlockElements) {
     block_taps = g.taps;
-    block_rows = std::max<int64_t>(1, std::min(g.rows, kBlockElements / std::max<int64_t>(1, g.kc)));
+    block_rows =
+        std::max<int64_t>(1, std::min(g.rows, kBlockElements / std::max<int64_t>(1, g.kc)));
   } else {
     block_rows = std::min<int64_t>(g.rows, 1024);
     block_taps = std::max<int64_t>(1, kBlockElements / (block_rows * g.Cg));
   }
   // Uninitialised: every element is written by im2col before sgemm reads it.
-  std::unique_ptr<T[]> buffer(new T[static_cast<size_t>(block_rows * std::min(block_taps, g.taps) * g.Cg)]);
+  std::unique_ptr<T[]> buffer(
+      new T[static_cast<size_t>(block_rows * std::min(block_taps, g.taps) * g.Cg)]);
   T* patches = buffer.get();
   for (int64_t grp = 0; grp < g.G; ++grp) {
     for (int64_t r0 = 0; r0 < g.rows; r0 += block_rows) {
@@ -176,13 +176,14 @@ void conv_gemm(const Geometry& g, const T* x, const T* w, T* out) {
       for (int64_t t0 = 0; t0 < g.taps; t0 += block_taps) {
         const int64_t t1 = std::min(g.taps, t0 + block_taps);
         const int64_t width = (t1 - t0) * g.Cg;
-        const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width)));
+        const size_t grain =
+            static_cast<size_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width)));
         cpu::parallel_for(static_cast<size_t>(r1 - r0), grain, [&](size_t b, size_t e) {
           im2col(g, x, grp, r0 + static_cast<int64_t>(b), r0 + static_cast<int64_t>(e), t0, t1,
                  patches + static_cast<int64_t>(b) * width);
         });
-        gemm_nt<T>(r1 - r0, g.Og, width, patches, width, w + grp * g.Og * g.kc + t0 * g.Cg,
-                   g.kc, t0 == 0 ? T(0) : T(1), out + r0 * g.O + grp * g.Og, g.O);
+        gemm_nt<T>(r1 - r0, g.Og, width, patches, width, w + grp * g.Og * g.kc + t0 * g.Cg, g.kc,
+                   t0 == 0 ? T(0) : T(1), out + r0 * g.O + grp * g.Og, g.O);
       }
     }
   }
