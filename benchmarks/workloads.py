@@ -472,7 +472,8 @@ def build_conv2d(batch, size, channels, backward):
             x, w = fw.input(x_host), fw.input(w_host)
             if not backward:
                 return lambda: m.conv2d(x, w, padding=1)
-            grad = m.grad(lambda a, b: m.sum(m.conv2d(a, b, padding=1)), argnums=(0, 1))
+            grad = m.value_and_grad(lambda a, b: m.sum(m.conv2d(a, b, padding=1)),
+                                    argnums=(0, 1))
             return lambda: grad(x, w)
         if fw.family == "torch":
             torch = fw.torch

@@ -174,7 +174,11 @@ std::vector<array> Convolution::vjp(const std::vector<array>& primals,
       Shape xt_shape{Cg};
       for (int i = 0; i < nd; ++i) xt_shape.push_back(x.shape(i + 1));
       xt_shape.push_back(G * N);
-      array xt = reshape(transpose(reshape(x, xs, stream()), xperm, stream()), xt_shape, stream());
+      // With one group this is a plain swap of the end axes, a view the kernel
+      // reads in place (backend/cpu/conv.cpp: the weight-gradient layout).
+      array xt = G == 1 ? transpose(x, swap_ends(x.ndim()), stream())
+                        : reshape(transpose(reshape(x, xs, stream()), xperm, stream()), xt_shape,
+                                  stream());
       // cotangent: (N, O..., C_out) -> (C_out, O..., N).
       array ct = transpose(cot, swap_ends(cot.ndim()), stream());
       // (Cg, K..., C_out) -> (C_out, K..., Cg).

@@ -51,21 +51,21 @@ struct Geometry {
   bool identity = true; // every tap reads the input position of its output (1x1 kernels)
 };
 
-Geometry make_geometry(const array& x, const array& w, const array& out, const ConvParams& p) {
+Geometry make_geometry(const Shape& xs, const Shape& ws, const Shape& os, const ConvParams& p) {
   Geometry g;
-  const int nd = x.ndim() - 2;
-  g.N = x.shape(0);
-  g.C = x.shape(-1);
-  g.O = w.shape(0);
+  const int nd = static_cast<int>(xs.size()) - 2;
+  g.N = xs[0];
+  g.C = xs.back();
+  g.O = ws[0];
   g.G = p.groups;
   g.Cg = g.C / g.G;
   g.Og = g.O / g.G;
   for (int a = 0; a < 3; ++a) g.src[a] = {0};
   for (int i = 0; i < nd; ++i) {
     const int a = 3 - nd + i;
-    g.in[a] = x.shape(i + 1);
-    g.k[a] = w.shape(i + 1);
-    g.out[a] = out.shape(i + 1);
+    g.in[a] = xs[i + 1];
+    g.k[a] = ws[i + 1];
+    g.out[a] = os[i + 1];
     const int64_t id = p.input_dilation[i];
     const int64_t span = g.in[a] == 0 ? 0 : (g.in[a] - 1) * id + 1;
     std::vector<int64_t>& t = g.src[a];
@@ -88,15 +88,21 @@ Geometry make_geometry(const array& x, const array& w, const array& out, const C
 }
 
 template <typename T>
-void gemm_nt(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
-             T beta, T* c, int64_t ldc) {
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   const auto& blas = cpu::blas::library();
   if constexpr (std::is_same_v<T, float>) {
-    blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, lda, b, ldb, beta, c,
-               ldc);
+    blas.sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, lda, b, ldb, beta, c, ldc);
   } else {
-    blas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0, a, lda, b, ldb, beta, c, ldc);
+    blas.dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, lda, b, ldb, beta, c, ldc);
   }
+}
+
+// C = A Bᵀ: the patches against the weight rows.
+template <typename T>
+void gemm_nt(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
+             T beta, T* c, int64_t ldc) {
+  gemm<T>(CblasNoTrans, CblasTrans, M, N, K, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Output row r as (batch, position along each padded axis).
@@ -238,6 +244,97 @@ void conv_typed(const Geometry& g, const T* x, const T* w, T* out) {
   }
 }
 
+// The batch and channel axes of a row-contiguous array of shape
+// (C, S..., N) whose memory is laid out as (N, S..., C): what the weight
+// gradient convolves (the input and the cotangent with those axes swapped).
+bool is_swapped_view(const array& a) {
+  const Shape& sh = a.shape();
+  const Strides& st = a.strides();
+  const int nd = a.ndim();
+  if (nd < 3 || sh[0] < 2 || st[0] != 1) return false;
+  int64_t expected = sh[0];
+  for (int d = nd - 2; d >= 1; --d) {
+    if (sh[d] != 1 && st[d] != expected) return false;
+    expected *= sh[d];
+  }
+  return sh[nd - 1] == 1 || st[nd - 1] == expected;
+}
+
+// Strides of shape (C, S..., N) laid out as (N, S..., C).
+Strides swapped_strides(const Shape& sh) {
+  const int nd = static_cast<int>(sh.size());
+  Strides st(nd);
+  st[0] = 1;
+  int64_t step = sh[0];
+  for (int d = nd - 2; d >= 1; --d) {
+    st[d] = step;
+    step *= sh[d];
+  }
+  st[nd - 1] = step;
+  return st;
+}
+
+// `a` in the swapped layout, copied there if it is not (a broadcast cotangent).
+array as_swapped(const array& a) {
+  if (is_swapped_view(a)) return a;
+  array out = array::empty(a.shape(), a.dtype());
+  out.set_data(allocator::allocate(out.nbytes()));
+  cpu::copy_strided(a, out, swapped_strides(a.shape()), 0);
+  out.set_status(Status::available);
+  return out;
+}
+
+// The layout of the weight gradient: input I (B, S..., N) stored as (N, S..., B), weight
+// W (O, P..., N) stored as (N, P..., O), output (B, Q..., O). Its sum runs over
+// (n, p), which is where the memory is contiguous, so the GEMM contracts over
+// rows: with X the input as stored and Z the patches of X for the "convolution"
+// whose taps are the output positions q (columns (q, b)) at the positions p
+// (rows (n, p)), out[b, q, o] = (Zᵀ W)[(q, b), o]. Z's rows are built a block
+// at a time and the product accumulates over the blocks.
+template <typename T>
+void conv_swapped(const array& in, const array& wt, array& out, const ConvParams& p) {
+  configure_blas();
+  const int nd = in.ndim() - 2;
+  const int64_t B = in.shape(0), N = in.shape(-1), O = wt.shape(0);
+  // The stored shapes: X (N, S..., B) and W (N, P..., O).
+  Shape xs{static_cast<int>(N)}, ws{0}, zs{static_cast<int>(N)};
+  for (int i = 0; i < nd; ++i) {
+    xs.push_back(in.shape(i + 1));
+    ws.push_back(out.shape(i + 1)); // taps of the patches: the output positions q
+    zs.push_back(wt.shape(i + 1));  // positions of the patches: the weight's taps p
+  }
+  xs.push_back(static_cast<int>(B));
+  ws.push_back(static_cast<int>(B));
+  zs.push_back(0);
+  ConvParams zp{
+      p.kernel_dilation, p.padding_lo, p.padding_hi, p.stride, p.input_dilation, 1, false};
+  const Geometry g = make_geometry(xs, ws, zs, zp);
+  const T* x = in.data<T>();
+  const T* w = wt.data<T>();
+  const int64_t width = g.kc; // Q * B
+  const int64_t block = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, width));
+  std::unique_ptr<T[]> patches(new T[static_cast<size_t>(std::min(block, g.rows) * width)]);
+  std::vector<T> acc(static_cast<size_t>(width * O));
+  for (int64_t r0 = 0; r0 < g.rows; r0 += block) {
+    const int64_t r1 = std::min(g.rows, r0 + block);
+    const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 16384 / width));
+    cpu::parallel_for(static_cast<size_t>(r1 - r0), grain, [&](size_t b, size_t e) {
+      im2col(g, x, 0, r0 + static_cast<int64_t>(b), r0 + static_cast<int64_t>(e), 0, g.taps,
+             patches.get() + static_cast<int64_t>(b) * width);
+    });
+    gemm<T>(CblasTrans, CblasNoTrans, width, O, r1 - r0, patches.get(), width, w + r0 * O, O,
+            r0 == 0 ? T(0) : T(1), acc.data(), O);
+  }
+  // (q, b) rows back to the output's (b, q).
+  T* dst = out.data<T>();
+  const int64_t Q = g.taps;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t q = 0; q < Q; ++q) {
+      std::copy_n(acc.data() + (q * B + b) * O, O, dst + (b * Q + q) * O);
+    }
+  }
+}
+
 array as_float32(const array& a) {
   array out = array::empty(a.shape(), float32);
   cpu::copy_contiguous(a, out);
@@ -252,10 +349,20 @@ void Convolution::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
   out.set_data(allocator::allocate(out.nbytes()));
   if (out.size() == 0) return;
   const Dtype dtype = out.dtype();
+  if ((dtype == float32 || dtype == float64) && p_.groups == 1 && !p_.flip &&
+      is_swapped_view(inputs[0]) && inputs[1].shape(-1) > 0) {
+    const array w = as_swapped(inputs[1]);
+    if (dtype == float32) {
+      conv_swapped<float>(inputs[0], w, out, p_);
+    } else {
+      conv_swapped<double>(inputs[0], w, out, p_);
+    }
+    return;
+  }
   if (dtype == float32 || dtype == float64) {
     array x = cpu::ensure_row_contiguous(inputs[0]);
     array w = cpu::ensure_row_contiguous(inputs[1]);
-    const Geometry g = make_geometry(x, w, out, p_);
+    const Geometry g = make_geometry(x.shape(), w.shape(), out.shape(), p_);
     if (dtype == float32) {
       conv_typed<float>(g, x.data<float>(), w.data<float>(), out.data<float>());
     } else {
@@ -268,7 +375,7 @@ void Convolution::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
   }
   array x = as_float32(inputs[0]);
   array w = as_float32(inputs[1]);
-  const Geometry g = make_geometry(x, w, out, p_);
+  const Geometry g = make_geometry(x.shape(), w.shape(), out.shape(), p_);
   std::vector<float> result(static_cast<size_t>(out.size()));
   conv_typed<float>(g, x.data<float>(), w.data<float>(), result.data());
   char* dst = out.data<char>();
