@@ -135,7 +135,8 @@ TEST(Conv, GradientsMatchFiniteDifferences) {
     return s;
   };
   for (int arg = 0; arg < 2; ++arg) {
-    array g = grads[arg];
+    // The weight's gradient is a transposed view: read it in row-major order.
+    array g = contiguous(grads[arg]);
     g.eval();
     auto base = arg == 0 ? xv : wv;
     for (size_t i = 0; i < base.size(); ++i) {
