@@ -9,8 +9,9 @@ scikit-learn's bundled 8×8 ``digits`` instead, upsampled to 16×16.
 
 The model: Conv2d(1→16, 3×3) → ReLU → MaxPool2d(2) → Conv2d(16→32, 3×3) →
 ReLU → MaxPool2d(2) → Linear(512→64) → ReLU → Linear(64→10), trained with
-Adam on cross-entropy. A run of the defaults (4 epochs of 8000 images) ends
-at about 99% test accuracy in well under a minute on two cores.
+Adam on cross-entropy. The defaults (4 epochs of 8000 images, batch 64)
+reached 99.80% test accuracy on Loom (99.85% on MLX), about 10 s an epoch on
+two busy cores; the target is at least 97%.
 
     python examples/digits_cnn.py [--epochs 4] [--train 8000] [--test 2000] [--backend mlx]
 """
