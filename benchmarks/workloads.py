@@ -553,6 +553,62 @@ def transformer_flops(batch, length, dim, heads, hidden):
 
 
 # --- the list ------------------------------------------------------------------------
+def build_conv2d(batch, size, channels, backward):
+    """conv2d 3×3, stride 1, padding 1, channels-last for Loom/MLX/JAX (NHWC,
+    OHWI weights) and torch's channels_last memory format (NCHW view over NHWC
+    data, which its oneDNN path prefers). With ``backward``: the gradients of
+    sum(conv * g) for the input and the weight, the forward included."""
+
+    def build(fw):
+        x_host = fw.rng.standard_normal((batch, size, size, channels), dtype=fw.np.float32)
+        w_host = (fw.rng.standard_normal((channels, 3, 3, channels), dtype=fw.np.float32)
+                  / (3 * channels ** 0.5))
+        if fw.family == "mlx":
+            m = fw.m
+            x, w = fw.input(x_host), fw.input(w_host)
+            if not backward:
+                return lambda: m.conv2d(x, w, padding=1)
+            grad = m.value_and_grad(lambda a, b: m.sum(m.conv2d(a, b, padding=1)),
+                                    argnums=(0, 1))
+            return lambda: grad(x, w)
+        if fw.family == "torch":
+            torch = fw.torch
+            F = torch.nn.functional
+            x = fw.input(x_host).permute(0, 3, 1, 2)  # NCHW shape, NHWC memory
+            w = fw.input(w_host).permute(0, 3, 1, 2).contiguous(
+                memory_format=torch.channels_last)
+            if not backward:
+                def forward():
+                    with torch.no_grad():
+                        return F.conv2d(x, w, padding=1)
+                return forward
+            xg = x.detach().requires_grad_(True)
+            wg = w.detach().requires_grad_(True)
+
+            def step():
+                xg.grad = None
+                wg.grad = None
+                F.conv2d(xg, wg, padding=1).sum().backward()
+                return xg.grad, wg.grad
+            return step
+        if fw.family == "jax":
+            jax = fw.jax
+            x, w = fw.input(x_host), fw.input(w_host)
+            dims = ("NHWC", "OHWI", "NHWC")
+
+            def conv(a, b):
+                return jax.lax.conv_general_dilated(a, b, (1, 1), ((1, 1), (1, 1)),
+                                                    dimension_numbers=dims)
+            if not backward:
+                f = jax.jit(conv)
+                return lambda: f(x, w)
+            g = jax.jit(jax.grad(lambda a, b: conv(a, b).sum(), argnums=(0, 1)))
+            return lambda: g(x, w)
+        raise fw.unsupported("convolution")
+
+    return build
+
+
 def all_workloads(quick=False):
     """Every workload, sized for a full run or for --quick (a smoke run: the
     same workloads, smaller where a full-size call takes seconds)."""
@@ -633,6 +689,14 @@ def all_workloads(quick=False):
         add(f"quantized_matmul {qbits}-bit {qn}² (batch 1)", "memory", build_matvec(qn, qbits),
             bytes=qn * qn * qbits // 8 + 2 * (qn * qn // 64) * F32,
             note="affine, group 64; mlx/loom only")
+    # convolution: a ResNet stage's 3×3 conv (issue 10)
+    cb, cs, cc = (8, 56, 64) if quick else (32, 56, 64)
+    conv_flops = 2 * cb * cs * cs * cc * cc * 9
+    ctag = f"conv2d ResNet stage B{cb} {cs}²×{cc}->{cc} 3×3"
+    add(f"{ctag} fwd", "compute", build_conv2d(cb, cs, cc, False), flops=conv_flops,
+        note="NHWC; torch: channels_last")
+    add(f"{ctag} fwd+bwd", "compute", build_conv2d(cb, cs, cc, True), flops=3 * conv_flops,
+        note="grad of input and weight")
 
     # vmap, seed §4.7
     vm = vmap_shape

@@ -13,6 +13,7 @@
 #include "loom/ops/indexing.h" // array indexing, sorting and scans
 #include "loom/ops/scan.h"
 #include "loom/ops/sort.h"
+#include "loom/ops/conv.h"
 #include "loom/ops/linalg.h"
 #include "loom/ops/quantized.h"
 #include "loom/ops/random.h"

@@ -26,6 +26,8 @@ void init_ops_more(nb::module_& m);
 void init_fast(nb::module_& m);
 // mx.linalg, the matmul family, random.multivariate_normal (python/src/linalg.cpp).
 void init_linalg(nb::module_& m);
+// conv1d/2d/3d, conv_general, conv_transpose*, convolve (python/src/conv.cpp).
+void init_conv(nb::module_& m);
 
 namespace {
 
@@ -139,6 +141,7 @@ NB_MODULE(core, m) {
   init_indexing_ops(m);
   init_random(m);
   init_fft(m);
+  init_conv(m);
   init_transforms(m);
   init_compile(m);
   init_io(m);

@@ -17,8 +17,6 @@ with open(_signatures.DATA) as f:
 # Names of MLX 0.32.4 that Loom does not have yet: each belongs to an issue of
 # the op surface (linalg, fft, conv, quantization, scans, sorting, I/O, ...).
 NOT_YET = {
-    "conv1d", "conv2d", "conv3d",
-    "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolve",
     "export_function", "export_to_dot", "exporter", "import_function",
 }
 

@@ -1,7 +1,7 @@
 """Neural-network layers, losses and initialisers over ``loom.core`` (MLX's ``mlx.nn``).
 
-Not yet here (they need ops loom.core does not have): the convolution and
-pooling layers.
+Every layer of ``mlx.nn`` 0.32.4 is here except the distributed (sharded) ones,
+which come with ``mx.distributed``.
 """
 
 from . import init, losses
