@@ -4,12 +4,21 @@
 // last tests also run a kernel on it.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <thread>
 #include <vector>
 
 #include "loom/allocator/allocator.h"
 #include "loom/allocator/memory.h"
+#include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/reduce.h"
+#include "loom/primitives/primitive.h"
+#include "loom/scheduler/backend.h"
 #include "loom/scheduler/scheduler.h"
 
 using namespace loom;
@@ -137,4 +146,123 @@ TEST(CudaDevice, GpuKernelMatchesCpuWhenAGpuIsPresent) {
   eval({g, c});
   for (int i = 0; i < 1000; ++i) EXPECT_NEAR(g.data<float>()[i], c.data<float>()[i], 1e-5f);
   synchronize(default_stream(Device(Device::gpu, 0)));
+}
+
+// The scheduler's device-stream path, checked without a GPU: a pretend GPU
+// backend runs kernels with eval_cpu and completes work asynchronously, in
+// order, on a thread of its own (as a CUDA stream's host callbacks do). This
+// exercises held-back completion signals, same-stream ordering without
+// event waits, and waits across CPU and device streams.
+namespace {
+
+class PretendGpu final : public scheduler::DeviceBackend {
+ public:
+  PretendGpu() : completer_([this] { run(); }) { completer_.detach(); }
+  int device_count() const override { return 1; }
+  void eval(Primitive& p, const std::vector<array>& in, std::vector<array>& out) override {
+    ++evals;
+    p.eval_cpu(in, out);
+  }
+  void signal_when_done(const Stream&, const std::shared_ptr<scheduler::Timeline>& t,
+                        uint64_t value) override {
+    ++signals;
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back({t, value});
+    cv_.notify_one();
+  }
+  void stream_created(const Stream&) override {}
+  void stream_destroyed(const Stream&) override {}
+  std::map<std::string, std::variant<std::string, size_t>> device_info(int) override {
+    return {{"device_name", std::string("pretend")}};
+  }
+  std::atomic<int> evals{0};
+  std::atomic<int> signals{0};
+
+ private:
+  // Completes each signal a little later, in submission order.
+  void run() {
+    for (;;) {
+      std::pair<std::shared_ptr<scheduler::Timeline>, uint64_t> item;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return !pending_.empty(); });
+        item = pending_.front();
+        pending_.pop_front();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      scheduler::signal_timeline(*item.first, item.second);
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<scheduler::Timeline>, uint64_t>> pending_;
+  std::thread completer_;
+};
+
+PretendGpu* g_pretend = nullptr;
+
+// True when the pretend backend is the GPU backend of this process: only if
+// nothing asked about GPUs before (each ctest case runs in its own process).
+bool install_pretend_gpu() {
+  static bool installed = [] {
+    scheduler::register_probe(Device::gpu, []() -> scheduler::DeviceBackend* {
+      g_pretend = new PretendGpu(); // leaked: lives as long as the process
+      return g_pretend;
+    });
+    bool ok = is_available(Device(Device::gpu, 0)) && g_pretend != nullptr;
+    // Other tests in this process keep the CPU as their default device.
+    set_default_device(Device(Device::cpu, 0));
+    return ok;
+  }();
+  return installed;
+}
+
+} // namespace
+
+TEST(CudaScheduling, SameStreamChainsNeedNoWaitsAndSignalsAreBatched) {
+  if (!install_pretend_gpu()) GTEST_SKIP() << "a GPU backend was probed before this test";
+  const Device gpu(Device::gpu, 0);
+  int evals0 = g_pretend->evals, signals0 = g_pretend->signals;
+  array x = array(0.0f);
+  for (int i = 0; i < 500; ++i) x = add(x, array(1.0f), gpu);
+  EXPECT_EQ(x.item<float>(), 500.0f);
+  int evals = g_pretend->evals - evals0, signals = g_pretend->signals - signals0;
+  EXPECT_GE(evals, 500);
+  EXPECT_GE(signals, 1);
+  EXPECT_LE(signals, evals); // never more than one signal per task
+}
+
+TEST(CudaScheduling, DependenciesAcrossCpuAndDeviceStreams) {
+  if (!install_pretend_gpu()) GTEST_SKIP() << "a GPU backend was probed before this test";
+  const Device gpu(Device::gpu, 0), cpu(Device::cpu, 0);
+  Stream g2 = new_stream(gpu);
+  Stream c2 = new_stream(cpu);
+  array a = full({1000}, array(2.0f), gpu);
+  for (int round = 0; round < 20; ++round) {
+    array b = multiply(a, array(3.0f), g2); // device stream 2
+    array c = add(b, array(1.0f), c2);      // waits on g2's event
+    a = add(c, array(-1.0f), gpu);          // waits on c2's event
+    a = multiply(a, array(1.0f / 3.0f), gpu);
+  }
+  async_eval({a});
+  synchronize(g2);
+  a.eval();
+  EXPECT_NEAR(a.data<float>()[999], 2.0f, 1e-4f);
+  EXPECT_NEAR(sum(a, false, cpu).item<float>(), 2000.0f, 1e-1f);
+}
+
+TEST(CudaScheduling, EightThreadsDriveDeviceStreams) {
+  if (!install_pretend_gpu()) GTEST_SKIP() << "a GPU backend was probed before this test";
+  std::vector<float> results(8, 0.0f);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([t, &results] {
+      Stream s = new_stream(Device(Device::gpu, 0));
+      array x = full({256}, array(static_cast<float>(t)), s);
+      for (int i = 0; i < 100; ++i) x = add(x, array(1.0f), s);
+      results[t] = sum(x, false, s).item<float>();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(results[t], 256.0f * (t + 100));
 }
