@@ -58,7 +58,11 @@ std::pair<std::vector<array>, std::vector<int>> Select::vmap(const std::vector<a
 }
 
 bool Select::is_equivalent(const Primitive& other) const {
-  return dynamic_cast<const Select*>(&other) != nullptr;
+  return same_type_and_state(*this, other);
 }
+
+LOOM_REGISTER_PRIMITIVE(Select, [](Stream s, const PrimitiveState&) {
+  return std::make_shared<Select>(s);
+});
 
 } // namespace loom
