@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom::compile_detail {
 

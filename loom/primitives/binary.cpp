@@ -7,6 +7,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
+#include "loom/primitives/state_util.h"
 #include "loom/primitives/unary.h"
 
 namespace loom {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "loom/ops/creation.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

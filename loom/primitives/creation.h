@@ -4,6 +4,7 @@
 #pragma once
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

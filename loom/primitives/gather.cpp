@@ -6,6 +6,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

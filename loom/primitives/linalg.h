@@ -22,7 +22,7 @@ class Matmul : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override {
-    return same_type_and_state(*this, other);
+    return dynamic_cast<const Matmul*>(&other) != nullptr;
   }
   const char* name() const override { return "Matmul"; }
 };

@@ -2,6 +2,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

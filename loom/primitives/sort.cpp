@@ -3,6 +3,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/sort.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

@@ -7,6 +7,7 @@
 #include <typeinfo>
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

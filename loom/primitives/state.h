@@ -7,8 +7,8 @@
 #include <functional>
 #include <memory>
 #include <ostream>
-#include <stdexcept>
 #include <string>
+#include <stdexcept>
 #include <string_view>
 #include <type_traits>
 #include <variant>
@@ -31,12 +31,6 @@ struct StateField {
 };
 
 using PrimitiveState = std::vector<StateField>;
-
-// An integer list field from axes or a shape.
-template <typename V>
-std::vector<int64_t> state_ints(const V& v) {
-  return std::vector<int64_t>(v.begin(), v.end());
-}
 
 // Reads a field back by name; a missing field or a wrong type raises an
 // error naming the primitive and the field (a corrupt or foreign export).
@@ -61,17 +55,6 @@ T state_get(const PrimitiveState& state, std::string_view primitive, std::string
 
 // "axes=(0, 1), keepdims=True": the default printing of a primitive.
 void print_state(std::ostream& os, const PrimitiveState& state);
-
-// Same dynamic type, name and state: the is_equivalent (CSE) of every
-// primitive whose parameters are all in its name and state (a family such
-// as Unary carries its op in its name: "Exp").
-bool same_type_and_state(const Primitive& a, const Primitive& b);
-
-// A state as bytes and back (function export; fields nested in a field, as
-// the fused ops of Compiled). decode_state checks every length against the
-// bytes it is given and raises "[<primitive>] corrupt state: ..." otherwise.
-std::string encode_state(const PrimitiveState& state);
-PrimitiveState decode_state(std::string_view bytes, std::string_view primitive);
 
 // Rebuilds a primitive from its name and state (function import).
 using PrimitiveFactory =

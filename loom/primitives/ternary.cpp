@@ -5,6 +5,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/primitives/binary.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

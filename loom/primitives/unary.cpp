@@ -6,6 +6,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 #include "loom/transforms/transforms.h"
 
 namespace loom {

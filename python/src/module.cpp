@@ -18,6 +18,8 @@ namespace loom::bindings {
 void init_io(nb::module_& m);
 // take/sort/scan bindings and array.at (python/src/indexing_ops.cpp).
 void init_indexing_ops(nb::module_& m);
+// export_function, import_function, exporter, export_to_dot (python/src/export.cpp).
+void init_export(nb::module_& m);
 
 namespace {
 
@@ -133,6 +135,7 @@ NB_MODULE(core, m) {
   init_transforms(m);
   init_compile(m);
   init_io(m);
+  init_export(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;
