@@ -2,21 +2,24 @@
 # Fuzzes the function-file parser (import_function) with libFuzzer under
 # ASan+UBSan.
 #   scripts/fuzz_export.sh [runs] [seconds]
-# Needs clang with libFuzzer and build/release/libloom.so (scripts/setup.sh).
+# Needs clang with libFuzzer and build/release/libloom.so (scripts/setup.sh);
+# LOOM_BUILD=build/dev uses another build folder (its in-tree Python module).
 # The seed corpus is written by Loom itself (exported functions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-1000000}
 SECONDS_MAX=${2:-60}
+BUILD=${LOOM_BUILD:-build/release}
 OUT=build/fuzz
+if [ "$BUILD" != build/release ]; then export PYTHONPATH="python:$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"; fi
 mkdir -p "$OUT"
 # The parser, the state codec and the describe walk are compiled into the
 # harness (instrumented); factories and the rest come from libloom.so. See
 # fuzz_io.sh for -mavx512fp16.
 clang++ -std=c++20 -O1 -g -march=native -mavx512fp16 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined -I. tests/fuzz/export_fuzz.cpp loom/io/export.cpp \
-  loom/io/export_describe.cpp loom/primitives/state.cpp -Lbuild/release -lloom \
-  -Wl,-rpath,"$PWD/build/release" -o "$OUT/export_fuzz"
+  loom/io/export_describe.cpp loom/primitives/state.cpp -L"$BUILD" -lloom \
+  -Wl,-rpath,"$PWD/$BUILD" -o "$OUT/export_fuzz"
 .venv/bin/python - "$OUT/corpus_export" <<'PY'
 import os, sys
 import loom.core as mx

@@ -2,6 +2,9 @@
 
 #include <unordered_map>
 
+#include "loom/ops/shape.h"
+#include "loom/ops/utils.h"
+
 namespace loom::compile_detail {
 
 void Placeholder::eval_cpu(const std::vector<array>&, std::vector<array>&) {
@@ -119,6 +122,17 @@ std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool
     std::vector<array> args;
     args.reserve(n.inputs.size());
     for (auto& r : n.inputs) args.push_back(value(r));
+    if (shapeless && args.size() > 1 && n.primitive->traits().elementwise) {
+      // An element-wise node was traced on operands of one shape, some of
+      // them broadcast constants frozen at the traced size: broadcast again
+      // to the shape the new inputs give (kernels require equal shapes).
+      std::vector<Shape> in_shapes;
+      for (auto& a : args) in_shapes.push_back(a.shape());
+      Shape common = broadcast_shapes(in_shapes);
+      for (auto& a : args) {
+        if (a.shape() != common) a = broadcast_to(a, common, n.primitive->stream());
+      }
+    }
     std::vector<Shape> shapes = shapeless ? n.primitive->output_shapes(args) : n.shapes;
     if (shapes.size() == 1) {
       produced[i].emplace_back(std::move(shapes[0]), n.dtypes[0], n.primitive, std::move(args));
