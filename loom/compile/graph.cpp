@@ -1,5 +1,7 @@
 #include "loom/compile/graph.h"
 
+#include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "loom/ops/shape.h"
@@ -126,11 +128,17 @@ std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool
       // An element-wise node was traced on operands of one shape, some of
       // them broadcast constants frozen at the traced size: broadcast again
       // to the shape the new inputs give (kernels require equal shapes).
+      // Operands that no longer broadcast together are left as they are
+      // (a broadcast view of a scalar still reads as one).
       std::vector<Shape> in_shapes;
       for (auto& a : args) in_shapes.push_back(a.shape());
-      Shape common = broadcast_shapes(in_shapes);
+      std::optional<Shape> common;
+      try {
+        common = broadcast_shapes(in_shapes);
+      } catch (const std::invalid_argument&) {
+      }
       for (auto& a : args) {
-        if (a.shape() != common) a = broadcast_to(a, common, n.primitive->stream());
+        if (common && a.shape() != *common) a = broadcast_to(a, *common, n.primitive->stream());
       }
     }
     std::vector<Shape> shapes = shapeless ? n.primitive->output_shapes(args) : n.shapes;

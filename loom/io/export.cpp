@@ -45,6 +45,32 @@ bool produced_by_random(const array& a) {
   return false;
 }
 
+// Under shapeless, a constant that is a broadcast view of one value (the 2
+// of `x * 2`, broadcast to the traced shape) and feeds only element-wise
+// nodes is stored as that value with size-1 dimensions, so that replay
+// broadcasts it to whatever shape the new inputs give.
+void shrink_broadcast_constants(Graph& g) {
+  std::vector<char> elementwise_only(g.constants.size(), 1);
+  for (const GraphNode& n : g.nodes) {
+    for (const ValueRef& r : n.inputs) {
+      if (r.kind == ValueRef::constant && !n.primitive->traits().elementwise) {
+        elementwise_only[r.id] = 0;
+      }
+    }
+  }
+  for (const ValueRef& r : g.outputs) {
+    if (r.kind == ValueRef::constant) elementwise_only[r.id] = 0;
+  }
+  for (size_t i = 0; i < g.constants.size(); ++i) {
+    const array& c = g.constants[i];
+    if (!elementwise_only[i] || c.size() <= 1) continue;
+    bool one_value = true;
+    for (int d = 0; d < c.ndim(); ++d)
+      one_value = one_value && (c.shape(d) == 1 || c.strides(d) == 0);
+    if (one_value) g.constants[i] = array(c.data<char>(), Shape(c.ndim(), 1), c.dtype());
+  }
+}
+
 } // namespace
 
 // --- tracing --------------------------------------------------------------------
@@ -124,6 +150,7 @@ ExportedTrace trace_for_export(const KwFn& fun, const std::vector<array>& args,
   }
   if (!pending.empty()) eval(pending);
   for (const array& c : t.graph.constants) detail::evaluate(c);
+  if (shapeless) shrink_broadcast_constants(t.graph);
   return t;
 }
 

@@ -316,3 +316,15 @@ def test_export_import_cycles_do_not_leak(tmp_path):
         gc.collect()
         mx.synchronize()
         assert mx.get_active_memory() == base
+
+
+def test_shapeless_with_constant_operands(tmp_path):
+    path = str(tmp_path / "s.mlxfn")
+    mx.export_function(path, lambda x: mx.abs(x) * 2 + 1, mx.array([-1.0]), shapeless=True)
+    f = mx.import_function(path)
+    assert f(mx.array([-1.0, 2.0, -3.0]))[0].tolist() == [3.0, 5.0, 7.0]
+    mx.export_function(path, lambda x: x.flatten(0, 1) * 2, mx.ones((2, 3, 4)), shapeless=True)
+    g = mx.import_function(path)
+    out = g(mx.ones((5, 5, 3)))[0]
+    assert out.shape == (25, 3)
+    assert np.array_equal(np.array(out), np.full((25, 3), 2.0, np.float32))
