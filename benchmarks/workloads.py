@@ -609,6 +609,37 @@ def build_conv2d(batch, size, channels, backward):
     return build
 
 
+# --- function export -------------------------------------------------------------
+def build_export_roundtrip(ops, n):
+    """export_function + import_function + the first call of a function of
+    `ops` element-wise ops over `n` float32 values (MLX and Loom only)."""
+
+    def build(fw):
+        if fw.family != "mlx":
+            raise fw.unsupported("export_function")
+        export = fw.need("export_function")
+        load = fw.need("import_function")
+        import os
+        import tempfile
+
+        m = fw.m
+        x = fw.rand((n,))
+        path = os.path.join(tempfile.mkdtemp(prefix="bench_export_"), "fun.fn")
+
+        def fun(x):
+            for _ in range(ops // 2):
+                x = m.sin(x) * 1.001
+            return x
+
+        def call():
+            export(path, fun, x)
+            return load(path)(x)[0]
+
+        return call
+
+    return build
+
+
 def all_workloads(quick=False):
     """Every workload, sized for a full run or for --quick (a smoke run: the
     same workloads, smaller where a full-size call takes seconds)."""
@@ -739,6 +770,9 @@ def all_workloads(quick=False):
     add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd compiled", "training",
         build_transformer(*tb, compiled=True), flops=transformer_flops(*tb),
         note="mx.compile / torch.compile / jax.jit of value_and_grad")
+    # function export
+    add("export + import + first call, 100 ops on 1K f32", "export",
+        build_export_roundtrip(100, 1024), ops=100, note="export_function, import_function")
     return w
 
 

@@ -256,6 +256,38 @@ void check_against_eager(const std::vector<array>& compiled, const ArrayFn& eage
 
 bool in_compile_trace() { return t_compile_depth > 0; }
 
+TracedFunction trace_graph(const std::function<std::vector<array>(const std::vector<array>&)>& fun,
+                           const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                           bool shapeless) {
+  std::vector<array> placeholders;
+  placeholders.reserve(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    placeholders.push_back(make_placeholder(shapes[i], dtypes[i]));
+  }
+  ShapeReads reads;
+  if (shapeless) {
+    for (size_t i = 0; i < placeholders.size(); ++i) reads.index.emplace(placeholders[i].id(), i);
+    reads.read.assign(placeholders.size(), 0);
+  }
+  std::vector<array> traced;
+  {
+    TraceDepth depth;
+    ShapeReads* saved = t_shape_reads;
+    t_shape_reads = shapeless ? &reads : nullptr;
+    try {
+      traced = fun(placeholders);
+    } catch (...) {
+      t_shape_reads = saved;
+      throw;
+    }
+    t_shape_reads = saved;
+  }
+  TracedFunction out;
+  out.graph = graph_from_trace(placeholders, traced);
+  out.shape_reads = std::move(reads.read);
+  return out;
+}
+
 void note_shape_read(const array& a) {
   if (!t_shape_reads) return;
   auto it = t_shape_reads->index.find(a.id());
@@ -336,27 +368,13 @@ CallResult call(std::uintptr_t fun_id, const TraceFn& trace, const std::vector<a
       entry->dtypes.push_back(in.dtype());
     }
     entry->constants = constants;
-    std::vector<array> placeholders;
-    placeholders.reserve(inputs.size());
-    for (auto& in : inputs) placeholders.push_back(make_placeholder(in.shape(), in.dtype()));
-    std::vector<array> traced;
+    TracedFunction traced = trace_graph(
+        [&](const std::vector<array>& placeholders) {
+          return trace(placeholders, entry->user_data);
+        },
+        entry->shapes, entry->dtypes, shapeless);
     ShapeReads reads;
-    if (shapeless) {
-      for (size_t i = 0; i < placeholders.size(); ++i) reads.index.emplace(placeholders[i].id(), i);
-      reads.read.assign(placeholders.size(), 0);
-    }
-    {
-      TraceDepth depth;
-      ShapeReads* saved = t_shape_reads;
-      t_shape_reads = shapeless ? &reads : nullptr;
-      try {
-        traced = trace(placeholders, entry->user_data);
-      } catch (...) {
-        t_shape_reads = saved;
-        throw;
-      }
-      t_shape_reads = saved;
-    }
+    reads.read = std::move(traced.shape_reads);
     std::string shape_message;
     if (shapeless) {
       entry->shape_keyed = reads.read;
@@ -379,10 +397,8 @@ CallResult call(std::uintptr_t fun_id, const TraceFn& trace, const std::vector<a
       }
     }
     if (!shape_message.empty()) warn(shape_message);
-    entry->raw = std::make_shared<Graph>(graph_from_trace(placeholders, traced));
+    entry->raw = std::make_shared<Graph>(std::move(traced.graph));
     for (auto& k : entry->raw->constants) result.constant_ids.push_back(k.id());
-    traced.clear();
-    placeholders.clear();
     std::lock_guard<std::mutex> lock(c.mutex);
     entry->last_use = ++c.clock;
     c.functions[fun_id].entries.push_back(entry);

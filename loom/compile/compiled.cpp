@@ -2,6 +2,8 @@
 // in backend/cpu/compiled.cpp.
 #include "loom/compile/compiled.h"
 
+#include <stdexcept>
+
 #include "loom/ops/creation.h"
 #include "loom/transforms/transforms.h"
 
@@ -67,5 +69,65 @@ void Compiled::print_params(std::ostream& os) const {
     os << ops_[i].primitive->describe();
   }
 }
+
+PrimitiveState Compiled::state() const {
+  PrimitiveState ops;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const FusedOp& op = ops_[i];
+    PrimitiveState fields{{"name", std::string(op.primitive->name())},
+                          {"state", encode_state(op.primitive->state())},
+                          {"args", state_ints(op.args)},
+                          {"shape", state_ints(op.shape)},
+                          {"dtype", op.dtype}};
+    ops.push_back({std::to_string(i), encode_state(fields)});
+  }
+  return {{"num_inputs", int64_t{num_inputs_}},
+          {"outputs", state_ints(outputs_)},
+          {"ops", encode_state(ops)}};
+}
+
+namespace {
+
+// Rebuilds a region from its state, checking every reference, since the
+// state may come from a file.
+std::shared_ptr<Primitive> make_compiled(Stream s, const PrimitiveState& st) {
+  int num_inputs = state_get<int>(st, "Compiled", "num_inputs");
+  auto outputs = state_get<std::vector<int>>(st, "Compiled", "outputs");
+  PrimitiveState encoded = decode_state(state_get<std::string>(st, "Compiled", "ops"), "Compiled");
+  auto bad = [](const std::string& what) {
+    return std::invalid_argument("[Compiled] invalid state: " + what + ".");
+  };
+  if (num_inputs < 0) throw bad("negative number of inputs");
+  std::vector<FusedOp> ops;
+  for (const StateField& f : encoded) {
+    auto* bytes = std::get_if<std::string>(&f.value);
+    if (!bytes) throw bad("op " + f.name + " is not an encoded state");
+    PrimitiveState fields = decode_state(*bytes, "Compiled");
+    std::string name = state_get<std::string>(fields, "Compiled", "name");
+    if (name == "Compiled") throw bad("a region nested in a region");
+    FusedOp op{
+        make_primitive(name, s,
+                       decode_state(state_get<std::string>(fields, "Compiled", "state"), name)),
+        state_get<std::vector<int>>(fields, "Compiled", "args"),
+        state_get<Shape>(fields, "Compiled", "shape"),
+        state_get<Dtype>(fields, "Compiled", "dtype")};
+    const int known = num_inputs + static_cast<int>(ops.size());
+    for (int a : op.args) {
+      if (a < 0 || a >= known) throw bad("op " + f.name + " reads value " + std::to_string(a));
+    }
+    for (int32_t d : op.shape) {
+      if (d < 0) throw bad("op " + f.name + " has a negative dimension");
+    }
+    ops.push_back(std::move(op));
+  }
+  for (int o : outputs) {
+    if (o < 0 || o >= static_cast<int>(ops.size())) throw bad("output " + std::to_string(o));
+  }
+  return std::make_shared<Compiled>(s, num_inputs, std::move(ops), std::move(outputs));
+}
+
+} // namespace
+
+LOOM_REGISTER_PRIMITIVE(Compiled, make_compiled);
 
 } // namespace loom::compile_detail

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom::compile_detail {
 
@@ -39,6 +40,14 @@ class Compiled : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   const char* name() const override { return "Compiled"; }
+  // num_inputs, outputs, and the ops (each its name, encoded state, args,
+  // shape and dtype) nested as encoded states: the region round-trips
+  // through export like any other primitive.
+  PrimitiveState state() const override;
+  bool is_equivalent(const Primitive& other) const override {
+    return same_type_and_state(*this, other);
+  }
+  // "Compiled(Divide, Erf, ...)": the ops, not the encoded state.
   void print_params(std::ostream& os) const override;
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;

@@ -1,6 +1,11 @@
 #include "loom/compile/graph.h"
 
+#include <optional>
+#include <stdexcept>
 #include <unordered_map>
+
+#include "loom/ops/shape.h"
+#include "loom/ops/utils.h"
 
 namespace loom::compile_detail {
 
@@ -119,6 +124,23 @@ std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool
     std::vector<array> args;
     args.reserve(n.inputs.size());
     for (auto& r : n.inputs) args.push_back(value(r));
+    if (shapeless && args.size() > 1 && n.primitive->traits().elementwise) {
+      // An element-wise node was traced on operands of one shape, some of
+      // them broadcast constants frozen at the traced size: broadcast again
+      // to the shape the new inputs give (kernels require equal shapes).
+      // Operands that no longer broadcast together are left as they are
+      // (a broadcast view of a scalar still reads as one).
+      std::vector<Shape> in_shapes;
+      for (auto& a : args) in_shapes.push_back(a.shape());
+      std::optional<Shape> common;
+      try {
+        common = broadcast_shapes(in_shapes);
+      } catch (const std::invalid_argument&) {
+      }
+      for (auto& a : args) {
+        if (common && a.shape() != *common) a = broadcast_to(a, *common, n.primitive->stream());
+      }
+    }
     std::vector<Shape> shapes = shapeless ? n.primitive->output_shapes(args) : n.shapes;
     if (shapes.size() == 1) {
       produced[i].emplace_back(std::move(shapes[0]), n.dtypes[0], n.primitive, std::move(args));

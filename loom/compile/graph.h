@@ -3,6 +3,7 @@
 // arrays of the trace, so an entry holds primitives and constants only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -50,6 +51,18 @@ bool is_placeholder(const array& a);
 // The graph from `placeholders` to `outputs` (iterative walk). Arrays that do
 // not depend on a placeholder become constants.
 Graph graph_from_trace(const std::vector<array>& placeholders, const std::vector<array>& outputs);
+
+// The one tracer of compile and export (compile.cpp): runs `fun` once on
+// placeholders of these shapes and dtypes as a compiled function's trace
+// (evaluating an input-dependent array raises) and returns its graph. Under
+// shapeless, shape_reads[i] tells whether Python read input i's shape.
+struct TracedFunction {
+  Graph graph;
+  std::vector<char> shape_reads;
+};
+TracedFunction trace_graph(const std::function<std::vector<array>(const std::vector<array>&)>& fun,
+                           const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                           bool shapeless);
 
 // Builds the graph's nodes on real inputs. With shapeless, output shapes are
 // recomputed from the inputs through Primitive::output_shapes.

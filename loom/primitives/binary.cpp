@@ -1,11 +1,13 @@
 #include "loom/primitives/binary.h"
 
+#include <iterator>
 #include <memory>
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
+#include "loom/primitives/state_util.h"
 #include "loom/primitives/unary.h"
 
 namespace loom {
@@ -100,8 +102,18 @@ std::pair<std::vector<array>, std::vector<int>> Binary::vmap(const std::vector<a
 }
 
 bool Binary::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Binary*>(&other);
-  return o != nullptr && o->op_ == op_;
+  return same_type_and_state(*this, other);
 }
+
+// One factory per op of the table ("Add", "Less", ...).
+static const bool loom_registered_binary_ops = [] {
+  for (size_t i = 0; i < std::size(ew::kBinaryInfo); ++i) {
+    auto op = static_cast<BinaryOp>(i);
+    register_primitive(binary_op_name(op), [op](Stream s, const PrimitiveState&) {
+      return std::make_shared<Binary>(s, op);
+    });
+  }
+  return true;
+}();
 
 } // namespace loom

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "loom/ops/creation.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -28,9 +29,7 @@ std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<arr
   return {{array(x.shape(), x.dtype(), std::make_shared<Full>(stream()), {x})}, {axes[0]}};
 }
 
-bool Full::is_equivalent(const Primitive& other) const {
-  return dynamic_cast<const Full*>(&other) != nullptr;
-}
+bool Full::is_equivalent(const Primitive& other) const { return same_type_and_state(*this, other); }
 
 // --- Arange, Linspace, Eye: no inputs, so nothing to differentiate or map -------
 
@@ -54,13 +53,7 @@ std::pair<std::vector<array>, std::vector<int>> Arange::vmap(const std::vector<a
 }
 
 bool Arange::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Arange*>(&other);
-  return o && o->start_ == start_ && o->stop_ == stop_ && o->step_ == step_ && o->size_ == size_ &&
-         o->dtype_ == dtype_;
-}
-
-void Arange::print_params(std::ostream& os) const {
-  os << "start=" << start_ << ", stop=" << stop_ << ", step=" << step_;
+  return same_type_and_state(*this, other);
 }
 
 std::vector<Shape> Linspace::output_shapes(const std::vector<array>&) { return {{num_}}; }
@@ -83,12 +76,7 @@ std::pair<std::vector<array>, std::vector<int>> Linspace::vmap(const std::vector
 }
 
 bool Linspace::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Linspace*>(&other);
-  return o && o->start_ == start_ && o->stop_ == stop_ && o->num_ == num_ && o->dtype_ == dtype_;
-}
-
-void Linspace::print_params(std::ostream& os) const {
-  os << "start=" << start_ << ", stop=" << stop_ << ", num=" << num_;
+  return same_type_and_state(*this, other);
 }
 
 std::vector<Shape> Eye::output_shapes(const std::vector<array>&) { return {{n_, m_}}; }
@@ -108,12 +96,7 @@ std::pair<std::vector<array>, std::vector<int>> Eye::vmap(const std::vector<arra
   return {{array({n_, m_}, dtype_, std::make_shared<Eye>(stream(), n_, m_, k_, dtype_), {})}, {-1}};
 }
 
-bool Eye::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Eye*>(&other);
-  return o && o->n_ == n_ && o->m_ == m_ && o->k_ == k_ && o->dtype_ == dtype_;
-}
-
-void Eye::print_params(std::ostream& os) const { os << "n=" << n_ << ", m=" << m_ << ", k=" << k_; }
+bool Eye::is_equivalent(const Primitive& other) const { return same_type_and_state(*this, other); }
 
 // --- AsType -------------------------------------------------------------------
 
@@ -138,11 +121,8 @@ std::pair<std::vector<array>, std::vector<int>> AsType::vmap(const std::vector<a
 }
 
 bool AsType::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const AsType*>(&other);
-  return o && o->dtype_ == dtype_;
+  return same_type_and_state(*this, other);
 }
-
-void AsType::print_params(std::ostream& os) const { os << "dtype=" << dtype_; }
 
 // --- Copy ---------------------------------------------------------------------
 
@@ -164,5 +144,46 @@ std::pair<std::vector<array>, std::vector<int>> Copy::vmap(const std::vector<arr
                                                            const std::vector<int>& axes) {
   return {{copy(inputs[0], stream())}, {axes[0]}};
 }
+
+// --- state and factories ------------------------------------------------------
+
+PrimitiveState Arange::state() const {
+  return {{"start", start_},
+          {"stop", stop_},
+          {"step", step_},
+          {"size", int64_t{size_}},
+          {"dtype", dtype_}};
+}
+PrimitiveState Linspace::state() const {
+  return {{"start", start_}, {"stop", stop_}, {"num", int64_t{num_}}, {"dtype", dtype_}};
+}
+PrimitiveState Eye::state() const {
+  return {{"n", int64_t{n_}}, {"m", int64_t{m_}}, {"k", int64_t{k_}}, {"dtype", dtype_}};
+}
+PrimitiveState AsType::state() const { return {{"dtype", dtype_}}; }
+
+LOOM_REGISTER_PRIMITIVE(Full,
+                        [](Stream s, const PrimitiveState&) { return std::make_shared<Full>(s); });
+LOOM_REGISTER_PRIMITIVE(Arange, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Arange>(
+      s, state_get<double>(st, "Arange", "start"), state_get<double>(st, "Arange", "stop"),
+      state_get<double>(st, "Arange", "step"), state_get<int32_t>(st, "Arange", "size"),
+      state_get<Dtype>(st, "Arange", "dtype"));
+});
+LOOM_REGISTER_PRIMITIVE(Linspace, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Linspace>(
+      s, state_get<double>(st, "Linspace", "start"), state_get<double>(st, "Linspace", "stop"),
+      state_get<int>(st, "Linspace", "num"), state_get<Dtype>(st, "Linspace", "dtype"));
+});
+LOOM_REGISTER_PRIMITIVE(Eye, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Eye>(s, state_get<int>(st, "Eye", "n"), state_get<int>(st, "Eye", "m"),
+                               state_get<int>(st, "Eye", "k"),
+                               state_get<Dtype>(st, "Eye", "dtype"));
+});
+LOOM_REGISTER_PRIMITIVE(AsType, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<AsType>(s, state_get<Dtype>(st, "AsType", "dtype"));
+});
+LOOM_REGISTER_PRIMITIVE(Copy,
+                        [](Stream s, const PrimitiveState&) { return std::make_shared<Copy>(s); });
 
 } // namespace loom

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -42,8 +43,8 @@ class Arange : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Arange"; }
-  void print_params(std::ostream& os) const override;
 
  private:
   double start_;
@@ -70,8 +71,8 @@ class Linspace : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Linspace"; }
-  void print_params(std::ostream& os) const override;
 
  private:
   double start_;
@@ -95,8 +96,8 @@ class Eye : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Eye"; }
-  void print_params(std::ostream& os) const override;
 
  private:
   int n_;
@@ -122,8 +123,8 @@ class AsType : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "AsType"; }
-  void print_params(std::ostream& os) const override;
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;
     t.elementwise = true;
@@ -149,7 +150,7 @@ class Copy : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override {
-    return dynamic_cast<const Copy*>(&other) != nullptr;
+    return same_type_and_state(*this, other);
   }
   const char* name() const override { return "Copy"; }
   PrimitiveTraits traits() const override {

@@ -6,6 +6,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -64,12 +65,6 @@ BatchedIndexing batch_indexing(const std::vector<array>& inputs, const std::vect
 
 std::vector<array> index_args(const std::vector<array>& inputs, size_t num_indices) {
   return {inputs.begin() + 1, inputs.begin() + 1 + num_indices};
-}
-
-void print_axes(std::ostream& os, const std::vector<int>& axes) {
-  os << "axes=(";
-  for (size_t i = 0; i < axes.size(); ++i) os << (i ? ", " : "") << axes[i];
-  os << (axes.size() == 1 ? ",)" : ")");
 }
 
 } // namespace
@@ -135,11 +130,8 @@ std::pair<std::vector<array>, std::vector<int>> Gather::vmap(const std::vector<a
 }
 
 bool Gather::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Gather*>(&other);
-  return o && o->axes_ == axes_;
+  return same_type_and_state(*this, other);
 }
-
-void Gather::print_params(std::ostream& os) const { print_axes(os, axes_); }
 
 // --- Scatter ------------------------------------------------------------------
 
@@ -251,10 +243,32 @@ std::pair<std::vector<array>, std::vector<int>> Scatter::vmap(const std::vector<
 }
 
 bool Scatter::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Scatter*>(&other);
-  return o && o->axes_ == axes_ && o->type_ == type_;
+  return same_type_and_state(*this, other);
 }
 
-void Scatter::print_params(std::ostream& os) const { print_axes(os, axes_); }
+// --- state and factories ------------------------------------------------------
+
+PrimitiveState Gather::state() const { return {{"axes", state_ints(axes_)}}; }
+PrimitiveState Scatter::state() const { return {{"axes", state_ints(axes_)}}; }
+
+LOOM_REGISTER_PRIMITIVE(Gather, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Gather>(s, state_get<std::vector<int>>(st, "Gather", "axes"));
+});
+
+// One factory per name ("Scatter", "ScatterAdd", ...): the reduction is the name.
+static const bool loom_registered_scatters = [] {
+  using R = Scatter::ReduceType;
+  for (auto [type, name] : {std::pair{R::none, "Scatter"},
+                            {R::sum, "ScatterAdd"},
+                            {R::prod, "ScatterProd"},
+                            {R::max, "ScatterMax"},
+                            {R::min, "ScatterMin"}}) {
+    register_primitive(
+        name, [type = type, name = std::string(name)](Stream s, const PrimitiveState& st) {
+          return std::make_shared<Scatter>(s, state_get<std::vector<int>>(st, name, "axes"), type);
+        });
+  }
+  return true;
+}();
 
 } // namespace loom

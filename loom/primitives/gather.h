@@ -29,8 +29,8 @@ class Gather : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Gather"; }
-  void print_params(std::ostream& os) const override;
   const std::vector<int>& axes() const { return axes_; }
 
  private:
@@ -57,8 +57,8 @@ class Scatter : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override;
-  void print_params(std::ostream& os) const override;
   const std::vector<int>& axes() const { return axes_; }
   ReduceType reduce_type() const { return type_; }
 

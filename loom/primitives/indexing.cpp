@@ -6,6 +6,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
 #include "loom/primitives/batching.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -15,10 +16,6 @@ Shape prepend(const Shape& s, int32_t v) {
   Shape out = s;
   out.insert(out.begin(), v);
   return out;
-}
-
-void print_shape_param(std::ostream& os, const char* label, const Shape& s) {
-  os << label << "=" << shape_to_string(s);
 }
 
 int32_t slice_length(int32_t start, int32_t stop, int32_t step) {
@@ -58,14 +55,7 @@ std::pair<std::vector<array>, std::vector<int>> Slice::vmap(const std::vector<ar
 }
 
 bool Slice::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Slice*>(&other);
-  return o && o->start_ == start_ && o->stop_ == stop_ && o->strides_ == strides_;
-}
-
-void Slice::print_params(std::ostream& os) const {
-  print_shape_param(os, "start", start_);
-  print_shape_param(os << ", ", "stop", stop_);
-  print_shape_param(os << ", ", "strides", strides_);
+  return same_type_and_state(*this, other);
 }
 
 // --- SliceUpdate --------------------------------------------------------------
@@ -113,14 +103,31 @@ std::pair<std::vector<array>, std::vector<int>> SliceUpdate::vmap(const std::vec
 }
 
 bool SliceUpdate::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const SliceUpdate*>(&other);
-  return o && o->start_ == start_ && o->stop_ == stop_ && o->strides_ == strides_;
+  return same_type_and_state(*this, other);
 }
 
-void SliceUpdate::print_params(std::ostream& os) const {
-  print_shape_param(os, "start", start_);
-  print_shape_param(os << ", ", "stop", stop_);
-  print_shape_param(os << ", ", "strides", strides_);
+// --- state and factories ------------------------------------------------------
+
+PrimitiveState Slice::state() const {
+  return {{"start", state_ints(start_)},
+          {"stop", state_ints(stop_)},
+          {"strides", state_ints(strides_)}};
 }
+PrimitiveState SliceUpdate::state() const {
+  return {{"start", state_ints(start_)},
+          {"stop", state_ints(stop_)},
+          {"strides", state_ints(strides_)}};
+}
+
+LOOM_REGISTER_PRIMITIVE(Slice, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Slice>(s, state_get<Shape>(st, "Slice", "start"),
+                                 state_get<Shape>(st, "Slice", "stop"),
+                                 state_get<Shape>(st, "Slice", "strides"));
+});
+LOOM_REGISTER_PRIMITIVE(SliceUpdate, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<SliceUpdate>(s, state_get<Shape>(st, "SliceUpdate", "start"),
+                                       state_get<Shape>(st, "SliceUpdate", "stop"),
+                                       state_get<Shape>(st, "SliceUpdate", "strides"));
+});
 
 } // namespace loom

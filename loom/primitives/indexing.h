@@ -29,8 +29,8 @@ class Slice : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Slice"; }
-  void print_params(std::ostream& os) const override;
   const Shape& start() const { return start_; }
   const Shape& stop() const { return stop_; }
   const Shape& strides() const { return strides_; }
@@ -60,8 +60,8 @@ class SliceUpdate : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "SliceUpdate"; }
-  void print_params(std::ostream& os) const override;
 
  private:
   Shape start_;

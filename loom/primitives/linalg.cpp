@@ -130,6 +130,10 @@ std::pair<std::vector<array>, std::vector<int>> Matmul::vmap(const std::vector<a
   return {{out}, {0}};
 }
 
+LOOM_REGISTER_PRIMITIVE(Matmul, [](Stream s, const PrimitiveState&) {
+  return std::make_shared<Matmul>(s);
+});
+
 } // namespace loom
 
 // --- GatherMM --------------------------------------------------------------------

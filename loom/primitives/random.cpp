@@ -2,6 +2,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -35,8 +36,7 @@ std::pair<std::vector<array>, std::vector<int>> RandomBits::vmap(const std::vect
 }
 
 bool RandomBits::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const RandomBits*>(&other);
-  return o && o->shape_ == shape_ && o->dist_ == dist_ && o->dtype_ == dtype_;
+  return same_type_and_state(*this, other);
 }
 
 const char* RandomBits::name() const {
@@ -50,8 +50,23 @@ const char* RandomBits::name() const {
   }
 }
 
-void RandomBits::print_params(std::ostream& os) const {
-  os << "shape=" << shape_to_string(shape_) << ", dtype=" << dtype_;
+// The distribution is the name ("RandomUniform", ...).
+PrimitiveState RandomBits::state() const {
+  return {{"shape", state_ints(shape_)}, {"dtype", dtype_}};
 }
+
+static const bool loom_registered_random = [] {
+  using D = RandomDistribution;
+  for (auto [dist, name] : {std::pair{D::bits, "RandomBits"},
+                            {D::uniform, "RandomUniform"},
+                            {D::normal, "RandomNormal"}}) {
+    register_primitive(
+        name, [dist = dist, name = std::string(name)](Stream s, const PrimitiveState& st) {
+          return std::make_shared<RandomBits>(s, state_get<Shape>(st, name, "shape"), dist,
+                                              state_get<Dtype>(st, name, "dtype"));
+        });
+  }
+  return true;
+}();
 
 } // namespace loom

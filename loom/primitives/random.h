@@ -75,8 +75,8 @@ class RandomBits : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override;
-  void print_params(std::ostream& os) const override;
 
   const Shape& shape() const { return shape_; }
   RandomDistribution distribution() const { return dist_; }

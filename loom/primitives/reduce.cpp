@@ -9,6 +9,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -150,16 +151,6 @@ array apply_arg_reduce(ArgReduce::ReduceType t, const array& x, int axis, bool k
   return t == ArgReduce::ArgMax ? argmax(x, axis, keepdims, s) : argmin(x, axis, keepdims, s);
 }
 
-void print_axes(std::ostream& os, const std::vector<int>& axes) {
-  os << "axes=(";
-  for (size_t i = 0; i < axes.size(); ++i) {
-    os << axes[i];
-    if (i + 1 < axes.size() || axes.size() == 1) os << ",";
-    if (i + 1 < axes.size()) os << " ";
-  }
-  os << ")";
-}
-
 } // namespace
 
 Shape reduced_shape(const Shape& shape, const std::vector<int>& axes, bool keepdims) {
@@ -257,16 +248,10 @@ std::pair<std::vector<array>, std::vector<int>> Reduce::vmap(const std::vector<a
 }
 
 bool Reduce::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Reduce*>(&other);
-  return o != nullptr && o->type_ == type_ && o->axes_ == axes_ && o->keepdims_ == keepdims_;
+  return same_type_and_state(*this, other);
 }
 
 const char* Reduce::name() const { return reduce_name(type_); }
-
-void Reduce::print_params(std::ostream& os) const {
-  print_axes(os, axes_);
-  if (keepdims_) os << ", keepdims=True";
-}
 
 // --- ArgReduce ----------------------------------------------------------------
 
@@ -315,8 +300,7 @@ std::pair<std::vector<array>, std::vector<int>> ArgReduce::vmap(const std::vecto
 }
 
 bool ArgReduce::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const ArgReduce*>(&other);
-  return o != nullptr && o->type_ == type_ && o->axis_ == axis_ && o->keepdims_ == keepdims_;
+  return same_type_and_state(*this, other);
 }
 
 const char* ArgReduce::name() const { return type_ == ArgMax ? "ArgMax" : "ArgMin"; }
@@ -329,5 +313,34 @@ void ArgReduce::print_params(std::ostream& os) const {
   }
   if (keepdims_) os << ", keepdims=True";
 }
+
+// --- state and factories ------------------------------------------------------
+
+PrimitiveState Reduce::state() const {
+  return {{"axes", state_ints(axes_)}, {"keepdims", keepdims_}};
+}
+// axis -1 (kAllAxes) is the whole array.
+PrimitiveState ArgReduce::state() const {
+  return {{"axis", int64_t{axis_}}, {"keepdims", keepdims_}};
+}
+
+// One factory per name ("Sum", "ArgMax", ...): the reduction is the name.
+static const bool loom_registered_reductions = [] {
+  for (auto type : {Reduce::And, Reduce::Or, Reduce::Sum, Reduce::Prod, Reduce::Min, Reduce::Max}) {
+    std::string name = reduce_name(type);
+    register_primitive(name, [type, name](Stream s, const PrimitiveState& st) {
+      return std::make_shared<Reduce>(s, type, state_get<std::vector<int>>(st, name, "axes"),
+                                      state_get<bool>(st, name, "keepdims"));
+    });
+  }
+  for (auto [type, name] :
+       {std::pair{ArgReduce::ArgMin, "ArgMin"}, {ArgReduce::ArgMax, "ArgMax"}}) {
+    register_primitive(name, [type = type, name = name](Stream s, const PrimitiveState& st) {
+      return std::make_shared<ArgReduce>(s, type, state_get<int>(st, name, "axis"),
+                                         state_get<bool>(st, name, "keepdims"));
+    });
+  }
+  return true;
+}();
 
 } // namespace loom

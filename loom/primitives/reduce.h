@@ -27,8 +27,8 @@ class Reduce : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override;
-  void print_params(std::ostream& os) const override;
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;
     t.reduction = true;
@@ -64,6 +64,7 @@ class ArgReduce : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override;
   void print_params(std::ostream& os) const override;
   PrimitiveTraits traits() const override {

@@ -6,6 +6,7 @@
 #include "loom/ops/reduce.h"
 #include "loom/ops/scan.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -189,15 +190,28 @@ std::pair<std::vector<array>, std::vector<int>> Scan::vmap(const std::vector<arr
   return {{array(inputs[0].shape(), inputs[0].dtype(), std::move(batched), {inputs[0]})}, {b}};
 }
 
-bool Scan::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Scan*>(&other);
-  return o && o->type_ == type_ && o->axis_ == axis_ && o->reverse_ == reverse_ &&
-         o->inclusive_ == inclusive_;
+bool Scan::is_equivalent(const Primitive& other) const { return same_type_and_state(*this, other); }
+
+// The reduction is the name ("CumSum", ...).
+PrimitiveState Scan::state() const {
+  return {{"axis", int64_t{axis_}}, {"reverse", reverse_}, {"inclusive", inclusive_}};
 }
 
-void Scan::print_params(std::ostream& os) const {
-  os << "axis=" << axis_ << ", reverse=" << (reverse_ ? "true" : "false")
-     << ", inclusive=" << (inclusive_ ? "true" : "false");
-}
+static const bool loom_registered_scans = [] {
+  using R = Scan::ReduceType;
+  for (auto [type, name] : {std::pair{R::sum, "CumSum"},
+                            {R::prod, "CumProd"},
+                            {R::max, "CumMax"},
+                            {R::min, "CumMin"},
+                            {R::logaddexp, "CumLogaddexp"}}) {
+    register_primitive(name,
+                       [type = type, name = std::string(name)](Stream s, const PrimitiveState& st) {
+                         return std::make_shared<Scan>(s, type, state_get<int>(st, name, "axis"),
+                                                       state_get<bool>(st, name, "reverse"),
+                                                       state_get<bool>(st, name, "inclusive"));
+                       });
+  }
+  return true;
+}();
 
 } // namespace loom

@@ -22,8 +22,8 @@ class Scan : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override;
-  void print_params(std::ostream& os) const override;
 
  private:
   ReduceType type_;

@@ -9,6 +9,7 @@
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/primitives/batching.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -112,22 +113,6 @@ std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_
   return out;
 }
 
-namespace {
-
-void print_shape_param(std::ostream& os, const char* label, const Shape& s) {
-  os << label << "=" << shape_to_string(s);
-}
-
-template <typename T>
-void print_list(std::ostream& os, const char* label, const std::vector<T>& v) {
-  os << label << "=(";
-  for (size_t i = 0; i < v.size(); ++i) os << v[i] << (i + 1 < v.size() ? ", " : "");
-  if (v.size() == 1) os << ",";
-  os << ")";
-}
-
-} // namespace
-
 // --- Reshape ------------------------------------------------------------------
 
 std::vector<Shape> Reshape::output_shapes(const std::vector<array>&) { return {shape_}; }
@@ -153,11 +138,8 @@ std::pair<std::vector<array>, std::vector<int>> Reshape::vmap(const std::vector<
 }
 
 bool Reshape::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Reshape*>(&other);
-  return o && o->shape_ == shape_;
+  return same_type_and_state(*this, other);
 }
-
-void Reshape::print_params(std::ostream& os) const { os << "shape=" << shape_to_string(shape_); }
 
 std::vector<Shape> Flatten::output_shapes(const std::vector<array>& inputs) {
   const Shape& in = inputs[0].shape();
@@ -180,12 +162,7 @@ std::vector<array> Flatten::jvp(const std::vector<array>&, const std::vector<arr
 }
 
 bool Flatten::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Flatten*>(&other);
-  return o && o->start_ == start_ && o->end_ == end_;
-}
-
-void Flatten::print_params(std::ostream& os) const {
-  os << "start_axis=" << start_ << ", end_axis=" << end_;
+  return same_type_and_state(*this, other);
 }
 
 // --- Transpose ----------------------------------------------------------------
@@ -218,11 +195,8 @@ std::pair<std::vector<array>, std::vector<int>> Transpose::vmap(const std::vecto
 }
 
 bool Transpose::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Transpose*>(&other);
-  return o && o->axes_ == axes_;
+  return same_type_and_state(*this, other);
 }
-
-void Transpose::print_params(std::ostream& os) const { print_list(os, "axes", axes_); }
 
 // --- Broadcast ----------------------------------------------------------------
 
@@ -265,11 +239,8 @@ std::pair<std::vector<array>, std::vector<int>> Broadcast::vmap(const std::vecto
 }
 
 bool Broadcast::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Broadcast*>(&other);
-  return o && o->shape_ == shape_;
+  return same_type_and_state(*this, other);
 }
-
-void Broadcast::print_params(std::ostream& os) const { os << "shape=" << shape_to_string(shape_); }
 
 // --- ExpandDims ---------------------------------------------------------------
 
@@ -311,11 +282,8 @@ std::pair<std::vector<array>, std::vector<int>> ExpandDims::vmap(const std::vect
 }
 
 bool ExpandDims::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const ExpandDims*>(&other);
-  return o && o->axes_ == axes_;
+  return same_type_and_state(*this, other);
 }
-
-void ExpandDims::print_params(std::ostream& os) const { print_list(os, "axes", axes_); }
 
 // --- Squeeze ------------------------------------------------------------------
 
@@ -356,11 +324,8 @@ std::pair<std::vector<array>, std::vector<int>> Squeeze::vmap(const std::vector<
 }
 
 bool Squeeze::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Squeeze*>(&other);
-  return o && o->axes_ == axes_;
+  return same_type_and_state(*this, other);
 }
-
-void Squeeze::print_params(std::ostream& os) const { print_list(os, "axes", axes_); }
 
 // --- Concatenate --------------------------------------------------------------
 
@@ -409,11 +374,8 @@ std::pair<std::vector<array>, std::vector<int>> Concatenate::vmap(const std::vec
 }
 
 bool Concatenate::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Concatenate*>(&other);
-  return o && o->axis_ == axis_;
+  return same_type_and_state(*this, other);
 }
-
-void Concatenate::print_params(std::ostream& os) const { os << "axis=" << axis_; }
 
 // --- Split --------------------------------------------------------------------
 
@@ -483,13 +445,51 @@ std::pair<std::vector<array>, std::vector<int>> Split::vmap(const std::vector<ar
 }
 
 bool Split::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Split*>(&other);
-  return o && o->bounds_ == bounds_ && o->axis_ == axis_;
+  return same_type_and_state(*this, other);
 }
 
-void Split::print_params(std::ostream& os) const {
-  print_shape_param(os, "indices", bounds_);
-  os << ", axis=" << axis_;
+// --- state and factories ------------------------------------------------------
+
+PrimitiveState Reshape::state() const { return {{"shape", state_ints(shape_)}}; }
+PrimitiveState Flatten::state() const {
+  return {
+      {"shape", state_ints(shape())}, {"start_axis", int64_t{start_}}, {"end_axis", int64_t{end_}}};
 }
+PrimitiveState Transpose::state() const { return {{"axes", state_ints(axes_)}}; }
+PrimitiveState Broadcast::state() const { return {{"shape", state_ints(shape_)}}; }
+PrimitiveState ExpandDims::state() const { return {{"axes", state_ints(axes_)}}; }
+PrimitiveState Squeeze::state() const { return {{"axes", state_ints(axes_)}}; }
+PrimitiveState Concatenate::state() const { return {{"axis", int64_t{axis_}}}; }
+PrimitiveState Split::state() const {
+  return {{"indices", state_ints(bounds_)}, {"axis", int64_t{axis_}}};
+}
+
+LOOM_REGISTER_PRIMITIVE(Reshape, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Reshape>(s, state_get<Shape>(st, "Reshape", "shape"));
+});
+LOOM_REGISTER_PRIMITIVE(Flatten, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Flatten>(s, state_get<Shape>(st, "Flatten", "shape"),
+                                   state_get<int>(st, "Flatten", "start_axis"),
+                                   state_get<int>(st, "Flatten", "end_axis"));
+});
+LOOM_REGISTER_PRIMITIVE(Transpose, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Transpose>(s, state_get<std::vector<int>>(st, "Transpose", "axes"));
+});
+LOOM_REGISTER_PRIMITIVE(Broadcast, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Broadcast>(s, state_get<Shape>(st, "Broadcast", "shape"));
+});
+LOOM_REGISTER_PRIMITIVE(ExpandDims, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<ExpandDims>(s, state_get<std::vector<int>>(st, "ExpandDims", "axes"));
+});
+LOOM_REGISTER_PRIMITIVE(Squeeze, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Squeeze>(s, state_get<std::vector<int>>(st, "Squeeze", "axes"));
+});
+LOOM_REGISTER_PRIMITIVE(Concatenate, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Concatenate>(s, state_get<int>(st, "Concatenate", "axis"));
+});
+LOOM_REGISTER_PRIMITIVE(Split, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Split>(s, state_get<Shape>(st, "Split", "indices"),
+                                 state_get<int>(st, "Split", "axis"));
+});
 
 } // namespace loom

@@ -48,8 +48,8 @@ class Reshape : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Reshape"; }
-  void print_params(std::ostream& os) const override;
   const Shape& shape() const { return shape_; }
 
  private:
@@ -66,8 +66,8 @@ class Flatten : public Reshape {
   std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                          const std::vector<int>& argnums) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Flatten"; }
-  void print_params(std::ostream& os) const override;
 
  private:
   int start_;
@@ -87,8 +87,8 @@ class Transpose : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Transpose"; }
-  void print_params(std::ostream& os) const override;
   const std::vector<int>& axes() const { return axes_; }
 
  private:
@@ -108,8 +108,8 @@ class Broadcast : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Broadcast"; }
-  void print_params(std::ostream& os) const override;
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;
     t.broadcast = true;
@@ -135,8 +135,8 @@ class ExpandDims : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "ExpandDims"; }
-  void print_params(std::ostream& os) const override;
   const std::vector<int>& axes() const { return axes_; }
   static Shape output_shape(const Shape& in, const std::vector<int>& axes);
 
@@ -158,8 +158,8 @@ class Squeeze : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Squeeze"; }
-  void print_params(std::ostream& os) const override;
   const std::vector<int>& axes() const { return axes_; }
   static Shape output_shape(const Shape& in, const std::vector<int>& axes);
 
@@ -181,8 +181,8 @@ class Concatenate : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Concatenate"; }
-  void print_params(std::ostream& os) const override;
   int axis() const { return axis_; }
 
  private:
@@ -206,8 +206,8 @@ class Split : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Split"; }
-  void print_params(std::ostream& os) const override;
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;
     t.multi_output = true;

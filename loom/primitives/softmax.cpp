@@ -6,6 +6,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -84,12 +85,16 @@ std::pair<std::vector<array>, std::vector<int>> LogSumExp::vmap(const std::vecto
 }
 
 bool Softmax::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Softmax*>(&other);
-  return o != nullptr && o->precise_ == precise_;
+  return same_type_and_state(*this, other);
 }
 
-void Softmax::print_params(std::ostream& os) const {
-  if (precise_) os << "precise=True";
-}
+PrimitiveState Softmax::state() const { return {{"precise", precise_}}; }
+
+LOOM_REGISTER_PRIMITIVE(Softmax, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<Softmax>(s, state_get<bool>(st, "Softmax", "precise"));
+});
+LOOM_REGISTER_PRIMITIVE(LogSumExp, [](Stream s, const PrimitiveState&) {
+  return std::make_shared<LogSumExp>(s);
+});
 
 } // namespace loom

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -23,8 +24,8 @@ class Softmax : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "Softmax"; }
-  void print_params(std::ostream& os) const override;
 
   bool precise() const { return precise_; }
 
@@ -52,7 +53,7 @@ class LogSumExp : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override {
-    return dynamic_cast<const LogSumExp*>(&other) != nullptr;
+    return same_type_and_state(*this, other);
   }
   const char* name() const override { return "LogSumExp"; }
 };

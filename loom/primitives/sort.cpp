@@ -3,6 +3,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/sort.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -47,15 +48,7 @@ std::pair<std::vector<array>, std::vector<int>> Sort::vmap(const std::vector<arr
   return {{array(inputs[0].shape(), dtype, std::move(batched), {inputs[0]})}, {b}};
 }
 
-bool Sort::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Sort*>(&other);
-  return o && o->kind_ == kind_ && o->axis_ == axis_ && o->kth_ == kth_;
-}
-
-void Sort::print_params(std::ostream& os) const {
-  os << "axis=" << axis_;
-  if (kind_ == Kind::partition_indices) os << ", kth=" << kth_;
-}
+bool Sort::is_equivalent(const Primitive& other) const { return same_type_and_state(*this, other); }
 
 // --- SearchSorted ---------------------------------------------------------------
 
@@ -87,12 +80,39 @@ std::pair<std::vector<array>, std::vector<int>> SearchSorted::vmap(const std::ve
 }
 
 bool SearchSorted::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const SearchSorted*>(&other);
-  return o && o->right_ == right_;
+  return same_type_and_state(*this, other);
 }
 
-void SearchSorted::print_params(std::ostream& os) const {
-  os << "side=" << (right_ ? "right" : "left");
+// --- state and factories ------------------------------------------------------
+
+// The kind is the name ("Sort", "ArgSort", "ArgPartition"); kth matters for
+// ArgPartition only.
+PrimitiveState Sort::state() const { return {{"axis", int64_t{axis_}}, {"kth", int64_t{kth_}}}; }
+PrimitiveState SearchSorted::state() const {
+  return {{"side", std::string(right_ ? "right" : "left")}};
 }
+
+static const bool loom_registered_sorts = [] {
+  using K = Sort::Kind;
+  for (auto [kind, name] : {std::pair{K::values, "Sort"},
+                            {K::indices, "ArgSort"},
+                            {K::partition_indices, "ArgPartition"}}) {
+    register_primitive(name,
+                       [kind = kind, name = std::string(name)](Stream s, const PrimitiveState& st) {
+                         return std::make_shared<Sort>(s, kind, state_get<int>(st, name, "axis"),
+                                                       state_get<int>(st, name, "kth"));
+                       });
+  }
+  return true;
+}();
+
+LOOM_REGISTER_PRIMITIVE(SearchSorted, [](Stream s, const PrimitiveState& st) {
+  std::string side = state_get<std::string>(st, "SearchSorted", "side");
+  if (side != "left" && side != "right") {
+    throw std::invalid_argument("[SearchSorted] side must be 'left' or 'right', not '" + side +
+                                "'.");
+  }
+  return std::make_shared<SearchSorted>(s, side == "right");
+});
 
 } // namespace loom

@@ -26,8 +26,8 @@ class Sort : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override;
-  void print_params(std::ostream& os) const override;
 
  private:
   Kind kind_;
@@ -51,8 +51,8 @@ class SearchSorted : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
+  PrimitiveState state() const override;
   const char* name() const override { return "SearchSorted"; }
-  void print_params(std::ostream& os) const override;
 
  private:
   bool right_;

@@ -1,8 +1,13 @@
 #include "loom/primitives/state.h"
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <typeinfo>
+
+#include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -56,6 +61,139 @@ void print_state(std::ostream& os, const PrimitiveState& state) {
     os << (i ? ", " : "") << state[i].name << '=';
     print_value(os, state[i].value);
   }
+}
+
+bool same_type_and_state(const Primitive& a, const Primitive& b) {
+  return typeid(a) == typeid(b) && std::strcmp(a.name(), b.name()) == 0 && a.state() == b.state();
+}
+
+namespace {
+
+// Values are stored as in memory: Loom's hosts (x86-64, aarch64) are
+// little-endian, as the file formats it writes are.
+template <typename T>
+void put(std::string& out, T v) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &v, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+void put_string(std::string& out, const std::string& s) {
+  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
+  out += s;
+}
+
+struct Cursor {
+  std::string_view bytes;
+  std::string_view primitive;
+  size_t pos = 0;
+
+  [[noreturn]] void corrupt(const std::string& what) const {
+    throw std::invalid_argument("[" + std::string(primitive) + "] corrupt state: " + what + ".");
+  }
+  void need(size_t n, const char* what) const {
+    if (n > bytes.size() - pos) corrupt(std::string("truncated ") + what);
+  }
+  template <typename T>
+  T get(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, bytes.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return v;
+  }
+  std::string get_string(const char* what) {
+    uint32_t n = get<uint32_t>(what);
+    need(n, what);
+    std::string s(bytes.substr(pos, n));
+    pos += n;
+    return s;
+  }
+  template <typename T>
+  std::vector<T> get_vector(const char* what) {
+    uint32_t n = get<uint32_t>(what);
+    // Checked against the bytes left before anything is allocated.
+    if (n > (bytes.size() - pos) / sizeof(T)) corrupt(std::string("truncated ") + what);
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), bytes.data() + pos, n * sizeof(T));
+    pos += n * sizeof(T);
+    return v;
+  }
+};
+
+} // namespace
+
+std::string encode_state(const PrimitiveState& state) {
+  std::string out;
+  put<uint32_t>(out, static_cast<uint32_t>(state.size()));
+  for (const StateField& f : state) {
+    put_string(out, f.name);
+    // The tag is the index of the value's alternative in StateValue.
+    put<uint8_t>(out, static_cast<uint8_t>(f.value.index()));
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            put<uint8_t>(out, v ? 1 : 0);
+          } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+            put<T>(out, v);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            put_string(out, v);
+          } else if constexpr (std::is_same_v<T, Dtype>) {
+            put<uint8_t>(out, static_cast<uint8_t>(dtype_index(v)));
+          } else {
+            put<uint32_t>(out, static_cast<uint32_t>(v.size()));
+            for (auto x : v) put(out, x);
+          }
+        },
+        f.value);
+  }
+  return out;
+}
+
+PrimitiveState decode_state(std::string_view bytes, std::string_view primitive) {
+  Cursor c{bytes, primitive};
+  uint32_t count = c.get<uint32_t>("field count");
+  // Every field takes at least 6 bytes (name length and tag).
+  if (count > bytes.size() / 6) c.corrupt("field count beyond the bytes given");
+  PrimitiveState state;
+  state.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    StateField f;
+    f.name = c.get_string("field name");
+    uint8_t tag = c.get<uint8_t>("field tag");
+    switch (tag) {
+      case 0:
+        f.value = c.get<uint8_t>("bool") != 0;
+        break;
+      case 1:
+        f.value = c.get<int64_t>("int");
+        break;
+      case 2:
+        f.value = c.get<double>("float");
+        break;
+      case 3:
+        f.value = c.get_string("string");
+        break;
+      case 4:
+        f.value = c.get_vector<int64_t>("int list");
+        break;
+      case 5:
+        f.value = c.get_vector<double>("float list");
+        break;
+      case 6: {
+        uint8_t d = c.get<uint8_t>("dtype");
+        if (d >= kNumDtypes) c.corrupt("dtype code " + std::to_string(d) + " unknown");
+        f.value = dtype_from_index(d);
+        break;
+      }
+      default:
+        c.corrupt("field '" + f.name + "' has unknown type tag " + std::to_string(tag));
+    }
+    state.push_back(std::move(f));
+  }
+  if (c.pos != bytes.size()) c.corrupt("trailing bytes");
+  return state;
 }
 
 void register_primitive(const std::string& name, PrimitiveFactory factory) {

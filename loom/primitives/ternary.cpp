@@ -5,6 +5,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/primitives/binary.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -58,7 +59,11 @@ std::pair<std::vector<array>, std::vector<int>> Select::vmap(const std::vector<a
 }
 
 bool Select::is_equivalent(const Primitive& other) const {
-  return dynamic_cast<const Select*>(&other) != nullptr;
+  return same_type_and_state(*this, other);
 }
+
+LOOM_REGISTER_PRIMITIVE(Select, [](Stream s, const PrimitiveState&) {
+  return std::make_shared<Select>(s);
+});
 
 } // namespace loom

@@ -1,10 +1,12 @@
 #include "loom/primitives/unary.h"
 
 #include <cmath>
+#include <iterator>
 #include <memory>
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/primitives/state_util.h"
 
 namespace loom {
 
@@ -73,8 +75,7 @@ std::pair<std::vector<array>, std::vector<int>> Unary::vmap(const std::vector<ar
 }
 
 bool Unary::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const Unary*>(&other);
-  return o != nullptr && o->op_ == op_;
+  return same_type_and_state(*this, other);
 }
 
 // --- StopGradient ---
@@ -101,7 +102,23 @@ std::pair<std::vector<array>, std::vector<int>> StopGradient::vmap(const std::ve
 }
 
 bool StopGradient::is_equivalent(const Primitive& other) const {
-  return dynamic_cast<const StopGradient*>(&other) != nullptr;
+  return same_type_and_state(*this, other);
 }
+
+// One factory per op of the table ("Exp", "LogicalNot", ...): the op is the
+// name, so the state is empty.
+static const bool loom_registered_unary_ops = [] {
+  for (size_t i = 0; i < std::size(ew::kUnaryInfo); ++i) {
+    auto op = static_cast<UnaryOp>(i);
+    register_primitive(unary_op_name(op), [op](Stream s, const PrimitiveState&) {
+      return std::make_shared<Unary>(s, op);
+    });
+  }
+  return true;
+}();
+
+LOOM_REGISTER_PRIMITIVE(StopGradient, [](Stream s, const PrimitiveState&) {
+  return std::make_shared<StopGradient>(s);
+});
 
 } // namespace loom

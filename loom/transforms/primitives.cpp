@@ -139,4 +139,23 @@ std::pair<std::vector<array>, std::vector<int>> CustomTransforms::vmap(
   return vmap_rule_(explicit_inputs, explicit_axes);
 }
 
+PrimitiveState CustomTransforms::state() const {
+  return {{"num_inputs", int64_t{num_inputs_}},
+          {"custom_vjp", static_cast<bool>(vjp_rule_)},
+          {"custom_jvp", static_cast<bool>(jvp_rule_)},
+          {"custom_vmap", static_cast<bool>(vmap_rule_)}};
+}
+
+LOOM_REGISTER_PRIMITIVE(CustomTransforms, [](Stream s, const PrimitiveState& st) {
+  int num_inputs = state_get<int>(st, "CustomTransforms", "num_inputs");
+  if (num_inputs < 0) {
+    throw std::invalid_argument("[CustomTransforms] invalid state: negative number of inputs.");
+  }
+  return std::make_shared<CustomTransforms>(s, num_inputs, nullptr, nullptr, nullptr);
+});
+
+LOOM_REGISTER_PRIMITIVE(Marker, [](Stream s, const PrimitiveState&) {
+  return std::make_shared<Marker>(s);
+});
+
 } // namespace loom

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "loom/primitives/primitive.h"
+#include "loom/primitives/state_util.h"
 #include "loom/transforms/transforms.h"
 
 namespace loom {
@@ -21,6 +22,9 @@ class Marker : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
                                                        const std::vector<int>& axes) override;
   const char* name() const override { return "Marker"; }
+  bool is_equivalent(const Primitive& other) const override {
+    return same_type_and_state(*this, other);
+  }
   PrimitiveTraits traits() const override { return {.noop = true}; }
 };
 
@@ -55,6 +59,10 @@ class CustomTransforms : public Primitive {
                                                        const std::vector<int>& axes) override;
   int transform_input_count(TransformKind kind, int num_inputs) const override;
   const char* name() const override { return "CustomTransforms"; }
+  // The rules are closures and cannot be data: the state records which
+  // exist, and the registered factory rebuilds the node without them (the
+  // transforms then follow the body's own graph, see docs/export.md).
+  PrimitiveState state() const override;
   PrimitiveTraits traits() const override { return {.multi_output = true}; }
   int num_inputs() const { return num_inputs_; }
 

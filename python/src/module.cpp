@@ -28,6 +28,8 @@ void init_fast(nb::module_& m);
 void init_linalg(nb::module_& m);
 // conv1d/2d/3d, conv_general, conv_transpose*, convolve (python/src/conv.cpp).
 void init_conv(nb::module_& m);
+// export_function, import_function, exporter, export_to_dot (python/src/export.cpp).
+void init_export(nb::module_& m);
 
 namespace {
 
@@ -149,6 +151,7 @@ NB_MODULE(core, m) {
   init_fast(m);
   init_linalg(m);
   init_quantized(m);
+  init_export(m);
 
   m.attr("pi") = M_PI;
   m.attr("e") = M_E;

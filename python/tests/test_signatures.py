@@ -16,9 +16,7 @@ with open(_signatures.DATA) as f:
 
 # Names of MLX 0.32.4 that Loom does not have yet: each belongs to an issue of
 # the op surface (linalg, fft, conv, quantization, scans, sorting, I/O, ...).
-NOT_YET = {
-    "export_function", "export_to_dot", "exporter", "import_function",
-}
+NOT_YET: set[str] = set()
 
 
 # Mismatches in bindings another helper owns, each with its reason; strict
