@@ -15,6 +15,7 @@
 #include "loom/primitives/creation.h"
 #include "loom/primitives/gather.h"
 #include "loom/primitives/indexing.h"
+#include "loom/primitives/quantized.h"
 #include "loom/primitives/random.h"
 #include "loom/primitives/reduce.h"
 #include "loom/primitives/scan.h"
@@ -89,6 +90,10 @@ std::vector<std::shared_ptr<Primitive>> samples() {
       std::make_shared<SearchSorted>(s, true),
       std::make_shared<Compiled>(s, 2, std::move(ops), std::vector<int>{1, 0}),
       std::make_shared<CustomTransforms>(s, 2, nullptr, nullptr, nullptr),
+      std::make_shared<Quantize>(s, 64, 4, QuantizationMode::affine),
+      std::make_shared<Dequantize>(s, 32, 4, QuantizationMode::mxfp4, bfloat16),
+      std::make_shared<QuantizedMatmul>(s, 128, 8, QuantizationMode::affine, true),
+      std::make_shared<GatherQMM>(s, 32, 8, QuantizationMode::mxfp8, false),
   };
   out.insert(out.end(), more.begin(), more.end());
   return out;
