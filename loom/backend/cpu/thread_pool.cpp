@@ -30,16 +30,6 @@ class ThreadPool {
   }
   int size() const { return static_cast<int>(threads_.size()); }
 
-  // Held across fork(): the running region (if any) ends first.
-  void lock_for_fork() {
-    run_mutex_.lock();
-    mutex_.lock();
-  }
-  void unlock_after_fork() {
-    mutex_.unlock();
-    run_mutex_.unlock();
-  }
-
   // Runs chunks [0, chunks) of `job` on the pool and the caller.
   void run(size_t chunks, const std::function<void(size_t)>& job) {
     std::unique_lock<std::mutex> outer(run_mutex_); // one parallel region at a time
@@ -109,25 +99,26 @@ class ThreadPool {
   bool stop_ = false;
 };
 
-// fork() while a parallel region runs would leave the child with the
-// region's counters and locks but none of its workers: the child's next
-// region waits forever. The prepare handler waits for the running region
-// and holds the pool's locks across fork(); the child then drops the old
-// pool (leaked: its threads do not exist there) and builds a new one on
-// first use. Registered when the pool is built, after the scheduler's and
-// the allocator's handlers, so its prepare runs first, before the fork
-// holds any lock a running region may still need.
+// After fork() the child has none of the pool's threads, and a region that
+// was running in the parent left its counters and locks as they were: the
+// child drops that pool (leaked) and builds a new one on first use. Only the
+// creation lock is held across fork(), so a pool half-built by another
+// thread is never inherited; a running region is not waited for (its jobs
+// may need locks the other fork handlers hold). Registered when libloom loads.
 std::atomic<ThreadPool*> g_pool{nullptr};
 std::mutex g_pool_creation;
 
-void lock_pool_before_fork() {
-  std::lock_guard creation(g_pool_creation);
-  if (ThreadPool* p = g_pool.load()) p->lock_for_fork();
+void lock_pool_before_fork() { g_pool_creation.lock(); }
+void unlock_pool_in_parent() { g_pool_creation.unlock(); }
+void reset_pool_in_child() {
+  g_pool.store(nullptr);
+  g_pool_creation.unlock();
 }
-void unlock_pool_in_parent() {
-  if (ThreadPool* p = g_pool.load()) p->unlock_after_fork();
-}
-void reset_pool_in_child() { g_pool.store(nullptr); }
+
+[[maybe_unused]] const bool fork_handlers_registered = [] {
+  pthread_atfork(&lock_pool_before_fork, &unlock_pool_in_parent, &reset_pool_in_child);
+  return true;
+}();
 
 ThreadPool& pool() {
   ThreadPool* p = g_pool.load(std::memory_order_acquire);
@@ -135,11 +126,6 @@ ThreadPool& pool() {
   std::lock_guard creation(g_pool_creation);
   p = g_pool.load();
   if (!p) {
-    static const bool registered = [] {
-      pthread_atfork(&lock_pool_before_fork, &unlock_pool_in_parent, &reset_pool_in_child);
-      return true;
-    }();
-    (void)registered;
     p = new ThreadPool(num_threads() - 1); // the caller is the last thread
     g_pool.store(p, std::memory_order_release);
   }
