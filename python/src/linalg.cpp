@@ -248,12 +248,12 @@ void init_linalg(nb::module_& parent) {
   nb::module_ random = nb::borrow<nb::module_>(parent.attr("random"));
   random.def(
       "multivariate_normal",
-      [](const array& mean, const array& cov, const std::vector<int>& shape,
-         std::optional<Dtype> dtype, const std::optional<array>& key, const StreamArg& s) {
-        return random::multivariate_normal(mean, cov, Shape(shape.begin(), shape.end()),
-                                           dtype.value_or(float32), key, s);
+      [](const array& mean, const array& cov, const ShapeSeqArg& shape, std::optional<Dtype> dtype,
+         const std::optional<array>& key, const StreamArg& s) {
+        return random::multivariate_normal(mean, cov, to_shape(shape), dtype.value_or(float32), key,
+                                           s);
       },
-      nb::arg("mean"), nb::arg("cov"), nb::arg("shape") = std::vector<int>{},
+      nb::arg("mean"), nb::arg("cov"), nb::arg("shape") = nb::list(),
       nb::arg("dtype").none() = float32, nb::arg("key").none() = nb::none(),
       nb::arg("stream") = nb::none(),
       nb::sig("def multivariate_normal(mean: array, cov: array, shape: Sequence[int] = [], "

@@ -87,7 +87,7 @@ void init_ops_more(nb::module_& m) {
       [](const array& a, std::optional<std::vector<int>> shape,
          std::optional<std::vector<int64_t>> strides, int64_t offset, const StreamArg& s) {
         std::optional<Shape> sh;
-        if (shape) sh = Shape(shape->begin(), shape->end());
+        if (shape) sh = to_shape(*shape);
         std::optional<Strides> st;
         if (strides) st = Strides(strides->begin(), strides->end());
         return as_strided(a, sh, st, offset, s);
@@ -156,7 +156,16 @@ void init_ops_more(nb::module_& m) {
   r.def(
       "permutation",
       [](nb::handle x, int axis, const std::optional<array>& key, const StreamArg& s) -> array {
-        if (PyLong_Check(x.ptr())) return random::permutation(nb::cast<int>(x), key, s);
+        if (PyLong_Check(x.ptr())) {
+          int overflow = 0;
+          long long n = PyLong_AsLongLongAndOverflow(x.ptr(), &overflow);
+          if (overflow != 0 || n < INT32_MIN || n > INT32_MAX) {
+            throw std::overflow_error("Integer value " + nb::cast<std::string>(nb::str(x)) +
+                                      " is outside the supported range [-2147483648, "
+                                      "2147483647].");
+          }
+          return random::permutation(static_cast<int>(n), key, s);
+        }
         return random::permutation(to_array(x), axis, key, s);
       },
       nb::arg("x"), nb::arg("axis") = 0, nb::arg("key").none() = nb::none(),
@@ -167,10 +176,10 @@ void init_ops_more(nb::module_& m) {
   r.def(
       "truncated_normal",
       [](const ScalarOrArray& lower, const ScalarOrArray& upper,
-         std::optional<std::vector<int>> shape, std::optional<Dtype> dtype,
+         const std::optional<ShapeSeqArg>& shape, std::optional<Dtype> dtype,
          const std::optional<array>& key, const StreamArg& s) {
         std::optional<Shape> sh;
-        if (shape) sh = Shape(shape->begin(), shape->end());
+        if (shape) sh = to_shape(*shape);
         return random::truncated_normal(to_array(lower.obj), to_array(upper.obj), sh,
                                         dtype.value_or(float32), key, s);
       },

@@ -71,13 +71,13 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "uniform",
-      [](const ScalarOrArray& low, const ScalarOrArray& high, const std::vector<int>& shape,
+      [](const ScalarOrArray& low, const ScalarOrArray& high, const ShapeSeqArg& shape,
          std::optional<Dtype> dtype, const std::optional<array>& key, const StreamArg& s) {
         Dtype d = dtype.value_or(float32);
-        return random::uniform(to_array(low.obj, d), to_array(high.obj, d),
-                               Shape(shape.begin(), shape.end()), d, key, s);
+        return random::uniform(to_array(low.obj, d), to_array(high.obj, d), to_shape(shape), d, key,
+                               s);
       },
-      nb::arg("low") = 0, nb::arg("high") = 1, nb::arg("shape") = std::vector<int>{},
+      nb::arg("low") = 0, nb::arg("high") = 1, nb::arg("shape") = nb::list(),
       nb::arg("dtype").none() = float32, nb::arg("key").none() = nb::none(),
       nb::arg("stream") = nb::none(),
       nb::sig("def uniform(low: scalar | array = 0, high: scalar | array = 1, shape: "
@@ -95,15 +95,15 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "normal",
-      [](const std::vector<int>& shape, std::optional<Dtype> dtype,
+      [](const ShapeSeqArg& shape, std::optional<Dtype> dtype,
          const std::optional<ScalarOrArray>& loc, const std::optional<ScalarOrArray>& scale,
          const std::optional<array>& key, const StreamArg& s) {
         Dtype d = dtype.value_or(float32);
         array l = loc ? to_array(loc->obj, d) : array(0.0f, d);
         array sc = scale ? to_array(scale->obj, d) : array(1.0f, d);
-        return random::normal(Shape(shape.begin(), shape.end()), d, l, sc, key, s);
+        return random::normal(to_shape(shape), d, l, sc, key, s);
       },
-      nb::arg("shape") = std::vector<int>{}, nb::arg("dtype").none() = float32,
+      nb::arg("shape") = nb::list(), nb::arg("dtype").none() = float32,
       nb::arg("loc").none() = nb::none(), nb::arg("scale").none() = nb::none(),
       nb::arg("key").none() = nb::none(), nb::arg("stream") = nb::none(),
       nb::sig("def normal(shape: Sequence[int] = [], dtype: Dtype | None = float32, loc: "
@@ -122,10 +122,10 @@ void init_random(nb::module_& parent) {
   // --- distributions built from uniform (same draws as MLX for a key) -------
   m.def(
       "bernoulli",
-      [](const ScalarOrArray& p, const std::optional<std::vector<int>>& shape,
+      [](const ScalarOrArray& p, const std::optional<ShapeSeqArg>& shape,
          const std::optional<array>& key, const StreamArg& s) {
         std::optional<Shape> sh;
-        if (shape) sh = Shape(shape->begin(), shape->end());
+        if (shape) sh = to_shape(*shape);
         return random::bernoulli(to_array(p.obj, float32), sh, key, s);
       },
       nb::arg("p") = 0.5, nb::arg("shape").none() = nb::none(), nb::arg("key").none() = nb::none(),
@@ -141,12 +141,12 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "randint",
-      [](const ScalarOrArray& low, const ScalarOrArray& high, const std::vector<int>& shape,
+      [](const ScalarOrArray& low, const ScalarOrArray& high, const ShapeSeqArg& shape,
          std::optional<Dtype> dtype, const std::optional<array>& key, const StreamArg& s) {
         return random::randint(to_array(low.obj, float32), to_array(high.obj, float32),
-                               Shape(shape.begin(), shape.end()), dtype.value_or(int32), key, s);
+                               to_shape(shape), dtype.value_or(int32), key, s);
       },
-      nb::arg("low"), nb::arg("high"), nb::arg("shape") = std::vector<int>{},
+      nb::arg("low"), nb::arg("high"), nb::arg("shape") = nb::list(),
       nb::arg("dtype").none() = int32, nb::arg("key").none() = nb::none(),
       nb::arg("stream") = nb::none(),
       nb::sig("def randint(low: scalar | array, high: scalar | array, shape: Sequence[int] = [], "
@@ -163,11 +163,11 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "gumbel",
-      [](const std::vector<int>& shape, std::optional<Dtype> dtype, const std::optional<array>& key,
+      [](const ShapeSeqArg& shape, std::optional<Dtype> dtype, const std::optional<array>& key,
          const StreamArg& s) {
-        return random::gumbel(Shape(shape.begin(), shape.end()), dtype.value_or(float32), key, s);
+        return random::gumbel(to_shape(shape), dtype.value_or(float32), key, s);
       },
-      nb::arg("shape") = std::vector<int>{}, nb::arg("dtype").none() = float32,
+      nb::arg("shape") = nb::list(), nb::arg("dtype").none() = float32,
       nb::arg("key").none() = nb::none(), nb::arg("stream") = nb::none(),
       nb::sig("def gumbel(shape: Sequence[int] = [], dtype: Dtype | None = float32, key: array | "
               "None = None, stream: StreamOrDevice = None) -> array"),
@@ -175,10 +175,10 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "categorical",
-      [](const array& logits, int axis, const std::optional<std::vector<int>>& shape,
+      [](const array& logits, int axis, const std::optional<ShapeSeqArg>& shape,
          std::optional<int> num_samples, const std::optional<array>& key, const StreamArg& s) {
         std::optional<Shape> sh;
-        if (shape) sh = Shape(shape->begin(), shape->end());
+        if (shape) sh = to_shape(*shape);
         return random::categorical(logits, axis, sh, num_samples, key, s);
       },
       nb::arg("logits"), nb::arg("axis") = -1, nb::arg("shape").none() = nb::none(),
@@ -199,14 +199,12 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "laplace",
-      [](const std::vector<int>& shape, std::optional<Dtype> dtype, float loc, float scale,
+      [](const ShapeSeqArg& shape, std::optional<Dtype> dtype, float loc, float scale,
          const std::optional<array>& key, const StreamArg& s) {
-        return random::laplace(Shape(shape.begin(), shape.end()), dtype.value_or(float32), loc,
-                               scale, key, s);
+        return random::laplace(to_shape(shape), dtype.value_or(float32), loc, scale, key, s);
       },
-      nb::arg("shape") = std::vector<int>{}, nb::arg("dtype").none() = float32,
-      nb::arg("loc") = 0.0f, nb::arg("scale") = 1.0f, nb::arg("key").none() = nb::none(),
-      nb::arg("stream") = nb::none(),
+      nb::arg("shape") = nb::list(), nb::arg("dtype").none() = float32, nb::arg("loc") = 0.0f,
+      nb::arg("scale") = 1.0f, nb::arg("key").none() = nb::none(), nb::arg("stream") = nb::none(),
       nb::sig("def laplace(shape: Sequence[int] = [], dtype: Dtype | None = float32, loc: float = "
               "0.0, scale: float = 1.0, key: array | None = None, stream: StreamOrDevice = None) "
               "-> array"),
@@ -214,12 +212,11 @@ void init_random(nb::module_& parent) {
 
   m.def(
       "bits",
-      [](const std::vector<int>& shape, int width, const std::optional<array>& key,
-         const StreamArg& s) {
-        return random::bits(Shape(shape.begin(), shape.end()), width, key, s);
+      [](const ShapeSeqArg& shape, int width, const std::optional<array>& key, const StreamArg& s) {
+        return random::bits(to_shape(shape), width, key, s);
       },
-      nb::arg("shape") = std::vector<int>{}, nb::arg("width") = 4,
-      nb::arg("key").none() = nb::none(), nb::arg("stream") = nb::none(),
+      nb::arg("shape") = nb::list(), nb::arg("width") = 4, nb::arg("key").none() = nb::none(),
+      nb::arg("stream") = nb::none(),
       nb::sig("def bits(shape: Sequence[int] = [], width: int = 4, key: array | None = None, "
               "stream: StreamOrDevice = None) -> array"),
       "Random bits (a Loom extension; MLX has it in C++ only).\n\n"
