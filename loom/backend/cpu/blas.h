@@ -1,4 +1,4 @@
-// The BLAS library, loaded on first use rather than linked.
+// The BLAS library, loaded when libloom loads rather than linked.
 //
 // OpenBLAS picks its kernels (its "core") once, when it is loaded. Builds
 // such as Debian's 0.3.21 do not recognise newer CPUs (Sapphire Rapids, for
