@@ -1,6 +1,8 @@
 #include "loom/backend/cpu/blas.h"
 
 #include <dlfcn.h>
+
+#include "loom/backend/cpu/thread_pool.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -85,6 +87,9 @@ Library load() {
   lib.cgesdd = symbol<cgesdd_t>(handle, "cgesdd_");
   lib.cheevd = symbol<cheevd_t>(handle, "cheevd_");
   lib.cgeev = symbol<cgeev_t>(handle, "cgeev_");
+  // As many OpenBLAS threads as Loom's intra-op pool (LOOM_NUM_THREADS): a
+  // large product uses every core Loom may use and no more.
+  lib.set_num_threads(num_threads());
   return lib;
 }
 

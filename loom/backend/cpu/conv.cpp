@@ -37,11 +37,6 @@ namespace {
 // machine: 89 ms against 129 ms with 8 MiB blocks).
 constexpr int64_t kBlockElements = int64_t{1} << 19;
 
-void configure_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { cpu::blas::library().set_num_threads(cpu::num_threads()); });
-}
-
 // Geometry with the spatial axes padded to three (leading unit axes), so one
 // loop nest serves 1-, 2- and 3-D convolutions.
 struct Geometry {
@@ -153,7 +148,6 @@ void im2col(const Geometry& g, const T* x, int64_t grp, int64_t r0, int64_t r1, 
 
 template <typename T>
 void conv_gemm(const Geometry& g, const T* x, const T* w, T* out) {
-  configure_blas();
   if (g.identity) {
     // 1x1 kernel read in place: group grp's channels of every row, lda = C.
     for (int64_t grp = 0; grp < g.G; ++grp) {
@@ -295,7 +289,6 @@ array as_swapped(const array& a) {
 // at a time and the product accumulates over the blocks.
 template <typename T>
 void conv_swapped(const array& in, const array& wt, array& out, const ConvParams& p) {
-  configure_blas();
   const int nd = in.ndim() - 2;
   const int64_t B = in.shape(0), N = in.shape(-1), O = wt.shape(0);
   // The stored shapes: X (N, S..., B) and W (N, P..., O).

@@ -238,11 +238,6 @@ void RoPE::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
 
 namespace {
 
-void configure_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { cpu::blas::library().set_num_threads(cpu::num_threads()); });
-}
-
 // Holds OpenBLAS to one thread while any attention kernel runs its heads
 // in parallel (OpenBLAS 0.3.21 has no per-call thread count); the count is
 // restored when the last one ends. A product on another stream meanwhile
@@ -435,7 +430,6 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
   array& out = outputs[0];
   out.set_data(allocator::allocate(out.nbytes()));
   if (out.size() == 0) return;
-  configure_blas();
   dispatch_float(out.dtype(), "scaled_dot_product_attention", [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
@@ -467,7 +461,6 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
 void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
                                             std::vector<array>& outputs) {
   for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
-  configure_blas();
   const size_t n = inputs.size();
   dispatch_float(outputs[0].dtype(), "scaled_dot_product_attention", [&](auto tag) {
     using T = decltype(tag);

@@ -27,13 +27,6 @@ namespace {
 // (its own threshold), so a batch of them is spread over Loom's pool instead.
 constexpr double kSmallProduct = 65536.0 * 4;
 
-// OpenBLAS threads match Loom's intra-op thread count (LOOM_NUM_THREADS), so
-// a large product uses every core Loom may use and no more.
-void configure_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { cpu::blas::library().set_num_threads(cpu::num_threads()); });
-}
-
 // How one operand's matrix lies in memory, in BLAS terms.
 struct BlasMatrix {
   bool ok = false;    // representable without a copy
@@ -138,7 +131,6 @@ void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& bat
   BlasMatrix bv = prepare(b, false, batch_shape);
   const T* pa = a.data.data<T>();
   const T* pb = b.data.data<T>();
-  configure_blas();
   if (batch == 1 || folds_into_rows(a, av, b, batch_shape)) {
     gemm<T>(av, bv, batch * M, N, K, pa, pb, out);
     return;
@@ -188,7 +180,6 @@ void matmul_bf16_native(const array& a_in, const array& b_in, float* out,
   BlasMatrix bv = prepare(b, false, batch_shape);
   const uint16_t* pa = a.data.data<uint16_t>();
   const uint16_t* pb = b.data.data<uint16_t>();
-  configure_blas();
   const auto sbgemm = cpu::blas::library().sbgemm;
   for (int64_t i = 0; i < batch; ++i) {
     int64_t oa = 0, ob = 0, rest = i;
@@ -325,7 +316,6 @@ void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
         std::fill(pc, pc + count * M * N, T(0));
         return;
       }
-      configure_blas();
       const BlasMatrix av{true, false, K}, bv{true, false, N};
       auto run = [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
@@ -366,7 +356,6 @@ void SegmentedMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
       const T* pa = ins[0].data<T>();
       const T* pb = ins[1].data<T>();
       T* pc = res.data<T>();
-      configure_blas();
       auto run = [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
           const int32_t s0 = ps[2 * i], s1 = ps[2 * i + 1];
