@@ -10,7 +10,7 @@
 #include "loom/ops/fast.h"
 #include "loom/ops/einsum.h"
 #include "loom/ops/fft.h"
-#include "loom/ops/indexing.h" // array indexing, sorting and scans
+#include "loom/ops/gather.h" // indexing with arrays: gather, scatter, take
 #include "loom/ops/scan.h"
 #include "loom/ops/sort.h"
 #include "loom/ops/conv.h"
@@ -19,6 +19,8 @@
 #include "loom/ops/random.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/softmax.h"
+#include "loom/ops/slice.h"
 #include "loom/ops/utils.h"
 #include "loom/ops/view.h"
 #include "loom/scheduler/scheduler.h"

@@ -190,7 +190,7 @@ class PretendGpu final : public scheduler::DeviceBackend {
         pending_.pop_front();
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-      scheduler::signal_timeline(*item.first, item.second);
+      item.first->signal(item.second);
     }
   }
   std::mutex mutex_;

@@ -14,7 +14,7 @@
 #include "loom/primitives/binary.h"
 #include "loom/primitives/creation.h"
 #include "loom/primitives/gather.h"
-#include "loom/primitives/indexing.h"
+#include "loom/primitives/slice.h"
 #include "loom/primitives/quantized.h"
 #include "loom/primitives/random.h"
 #include "loom/primitives/reduce.h"

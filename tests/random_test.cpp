@@ -13,6 +13,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/primitives/random.h"
 #include "loom/transforms/transforms.h"
 

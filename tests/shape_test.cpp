@@ -1,6 +1,7 @@
 // Shape and indexing ops: values, views (shared buffers), layouts, errors and
 // their differentiation rules.
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 
 #include <gtest/gtest.h>
 

@@ -8,6 +8,7 @@
 #include "loom/dtype.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/primitives/conv.h"
 
 namespace loom {

@@ -18,7 +18,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
-#include "loom/ops/indexing.h"
+#include "loom/ops/gather.h"
 #include "loom/ops/linalg.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"

@@ -15,6 +15,7 @@
 #include "loom/ops/linalg.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/ops/utils.h"
 
 namespace loom::linalg {

@@ -7,10 +7,11 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
-#include "loom/ops/indexing.h"
+#include "loom/ops/gather.h"
 #include "loom/ops/linalg.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/ops/sort.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/random.h"

@@ -11,43 +11,12 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/utils.h"
 #include "loom/primitives/reduce.h"
-#include "loom/primitives/softmax.h"
 
 namespace loom {
 
 namespace {
-
-// MLX's message for a bad reduction axis, prefixed with the op's name so the
-// error says which call failed.
-int reduction_axis(int axis, int ndim, const char* op) {
-  int a = axis < 0 ? axis + ndim : axis;
-  if (a < 0 || a >= ndim) {
-    std::ostringstream msg;
-    msg << "[" << op << "] Invalid axis " << axis << " for array with " << ndim << " dimensions.";
-    throw std::out_of_range(msg.str());
-  }
-  return a;
-}
-
-// Sorted, validated axes: IndexError for out-of-range ones, ValueError for
-// repeats.
-std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, const char* op) {
-  std::vector<int> out;
-  out.reserve(axes.size());
-  for (int ax : axes) out.push_back(reduction_axis(ax, a.ndim(), op));
-  std::sort(out.begin(), out.end());
-  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    throw std::invalid_argument(std::string("[") + op + "] Duplicate axes detected in reduction.");
-  }
-  return out;
-}
-
-std::vector<int> all_axes(const array& a) {
-  std::vector<int> axes(a.ndim());
-  std::iota(axes.begin(), axes.end(), 0);
-  return axes;
-}
 
 Dtype sum_dtype(Dtype d) {
   if (d == bool_ || d == int8 || d == int16) return int32;
@@ -94,7 +63,7 @@ array logical(const array& a, const std::vector<int>& axes, bool keepdims, Strea
 
 array arg_extreme(const array& a, int axis, bool all, bool keepdims, StreamOrDevice s,
                   ArgReduce::ReduceType type, const char* op) {
-  if (!all) axis = reduction_axis(axis, a.ndim(), op);
+  if (!all) axis = normalize_axis(axis, a.ndim(), op);
   if (a.size() == 0) {
     throw std::invalid_argument(std::string("[") + op + "] Cannot " + op +
                                 " reduce zero size array.");
@@ -118,7 +87,7 @@ array sum(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrD
   return make_reduce(a, Reduce::Sum, std::move(ax), keepdims, sum_dtype(a.dtype()), s);
 }
 array sum(const array& a, bool keepdims, StreamOrDevice s) {
-  return sum(a, all_axes(a), keepdims, s);
+  return sum(a, all_axes(a.ndim()), keepdims, s);
 }
 
 array prod(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
@@ -127,7 +96,7 @@ array prod(const array& a, const std::vector<int>& axes, bool keepdims, StreamOr
   return make_reduce(a, Reduce::Prod, std::move(ax), keepdims, sum_dtype(a.dtype()), s);
 }
 array prod(const array& a, bool keepdims, StreamOrDevice s) {
-  return prod(a, all_axes(a), keepdims, s);
+  return prod(a, all_axes(a.ndim()), keepdims, s);
 }
 
 array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
@@ -152,35 +121,35 @@ array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOr
   return multiply(total, array(1.0 / count, dtype), s);
 }
 array mean(const array& a, bool keepdims, StreamOrDevice s) {
-  return mean(a, all_axes(a), keepdims, s);
+  return mean(a, all_axes(a.ndim()), keepdims, s);
 }
 
 array max(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   return extreme(a, axes, keepdims, s, Reduce::Max, "max");
 }
 array max(const array& a, bool keepdims, StreamOrDevice s) {
-  return max(a, all_axes(a), keepdims, s);
+  return max(a, all_axes(a.ndim()), keepdims, s);
 }
 
 array min(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   return extreme(a, axes, keepdims, s, Reduce::Min, "min");
 }
 array min(const array& a, bool keepdims, StreamOrDevice s) {
-  return min(a, all_axes(a), keepdims, s);
+  return min(a, all_axes(a.ndim()), keepdims, s);
 }
 
 array all(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   return logical(a, axes, keepdims, s, Reduce::And, "all");
 }
 array all(const array& a, bool keepdims, StreamOrDevice s) {
-  return all(a, all_axes(a), keepdims, s);
+  return all(a, all_axes(a.ndim()), keepdims, s);
 }
 
 array any(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   return logical(a, axes, keepdims, s, Reduce::Or, "any");
 }
 array any(const array& a, bool keepdims, StreamOrDevice s) {
-  return any(a, all_axes(a), keepdims, s);
+  return any(a, all_axes(a.ndim()), keepdims, s);
 }
 
 array argmax(const array& a, int axis, bool keepdims, StreamOrDevice s) {
@@ -231,54 +200,6 @@ array to_inexact(const array& a, StreamOrDevice s) {
 
 } // namespace
 
-array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = reduction_axes(a, axes, "logsumexp");
-  if (a.size() == 0) throw std::invalid_argument("[logsumexp] Received empty array.");
-  array x = to_inexact(a, s);
-  if (ax.empty()) return x;
-  // Over the last axis of a real input: one fused node (as MLX).
-  if (ax.size() == 1 && ax[0] == x.ndim() - 1 && is_floating_point(x.dtype())) {
-    array out = make_logsumexp(x, to_stream(s));
-    return keepdims ? expand_dims(out, -1, s) : out;
-  }
-  // Shifting by the (gradient-free) maximum keeps exp finite; an infinite
-  // maximum would give inf - inf, so such slices shift by zero.
-  array m = stop_gradient(max(x, ax, true, s), s);
-  m = where(isinf(m, s), zeros({}, m.dtype(), s), m, s);
-  // log(sum) = log1p(sum - 1), with the 1 of each maximal element taken out
-  // before summing (exp(0) - 1 is exactly 0) and the count of extra maxima
-  // added back: log(1 + 7e-4) keeps its low digits. The gradient of each
-  // element is still exp(x - m) / sum.
-  array at_max = astype(equal(x, m, s), x.dtype(), s);
-  array rest = sum(subtract(exp(subtract(x, m, s), s), at_max, s), ax, true, s);
-  array extra = subtract(sum(at_max, ax, true, s), array(1.0, x.dtype()), s);
-  array out = add(log1p(add(rest, extra, s), s), m, s);
-  return keepdims ? out : squeeze(out, ax, s);
-}
-array logsumexp(const array& a, bool keepdims, StreamOrDevice s) {
-  return logsumexp(a, all_axes(a), keepdims, s);
-}
-
-array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s) {
-  auto ax = reduction_axes(a, axes, "softmax");
-  array in = to_inexact(a, s);
-  // Nothing to normalise: no max to take either.
-  if (in.size() == 0) return in;
-  // Over the last axis of a real input: one fused node (as MLX).
-  if (ax.size() == 1 && ax[0] == in.ndim() - 1 && is_floating_point(in.dtype())) {
-    return make_softmax(in, precise, to_stream(s));
-  }
-  bool low = in.dtype() == float16 || in.dtype() == bfloat16;
-  array x = precise && low ? astype(in, float32, s) : in;
-  array m = stop_gradient(max(x, ax, true, s), s);
-  array e = exp(subtract(x, m, s), s);
-  array out = divide(e, sum(e, ax, true, s), s);
-  return precise && low ? astype(out, in.dtype(), s) : out;
-}
-array softmax(const array& a, bool precise, StreamOrDevice s) {
-  return softmax(a, all_axes(a), precise, s);
-}
-
 array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
   auto ax = reduction_axes(a, axes, "var");
   array x = to_inexact(a, s);
@@ -290,7 +211,7 @@ array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof,
   return divide(sum(sq, ax, keepdims, s), array(std::max(n - ddof, 0.0), sq.dtype()), s);
 }
 array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
-  return var(a, all_axes(a), keepdims, ddof, s);
+  return var(a, all_axes(a.ndim()), keepdims, ddof, s);
 }
 
 array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
@@ -308,7 +229,7 @@ array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims,
   return sum(nz, ax, keepdims, s);
 }
 array count_nonzero(const array& a, bool keepdims, StreamOrDevice s) {
-  return count_nonzero(a, all_axes(a), keepdims, s);
+  return count_nonzero(a, all_axes(a.ndim()), keepdims, s);
 }
 
 } // namespace loom

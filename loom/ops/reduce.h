@@ -43,16 +43,6 @@ array argmin(const array& a, bool keepdims = false, StreamOrDevice s = {});
 
 // --- Composites: built from the reductions above ---
 
-// log(sum(exp(a))) over the axes, without overflow. Integer and bool inputs
-// compute in float32. An empty input is an error (there is no identity).
-array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims = false,
-                StreamOrDevice s = {});
-array logsumexp(const array& a, bool keepdims = false, StreamOrDevice s = {});
-// exp(a) / sum(exp(a)) over the axes; `precise` computes half-precision
-// inputs in float32. Integer and bool inputs give float32.
-array softmax(const array& a, const std::vector<int>& axes, bool precise = false,
-              StreamOrDevice s = {});
-array softmax(const array& a, bool precise = false, StreamOrDevice s = {});
 // Variance with divisor N - ddof; complex inputs give the real variance of |a - mean|.
 array var(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0,
           StreamOrDevice s = {});

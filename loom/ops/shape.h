@@ -23,13 +23,6 @@ array expand_dims(const array& a, int axis, StreamOrDevice s = {});
 array squeeze(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array squeeze(const array& a, StreamOrDevice s = {}); // all size-1 axes
 
-// Basic slicing: start/stop/step per axis (already normalised by the caller:
-// 0 <= start, stop within [-1, dim], step != 0), a view when possible.
-array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevice s = {});
-// Writes `update` into the region of `a` selected by a slice; returns a new array.
-array slice_update(const array& a, const array& update, Shape start, Shape stop, Shape strides,
-                   StreamOrDevice s = {});
-
 array concatenate(const std::vector<array>& arrays, int axis = 0, StreamOrDevice s = {});
 array concatenate(const std::vector<array>& arrays, StreamOrDevice s); // flattened
 array stack(const std::vector<array>& arrays, int axis = 0, StreamOrDevice s = {});

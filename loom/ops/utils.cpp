@@ -1,6 +1,7 @@
 #include "loom/ops/utils.h"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -48,6 +49,23 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const ch
     throw std::invalid_argument(std::string("[") + op + "] Received duplicate axes.");
   }
   return out;
+}
+
+std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, const char* op) {
+  std::vector<int> out;
+  out.reserve(axes.size());
+  for (int ax : axes) out.push_back(normalize_axis(ax, a.ndim(), op));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
+    throw std::invalid_argument(std::string("[") + op + "] Duplicate axes detected in reduction.");
+  }
+  return out;
+}
+
+std::vector<int> all_axes(int ndim) {
+  std::vector<int> axes(ndim);
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
 }
 
 } // namespace loom

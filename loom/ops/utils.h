@@ -17,4 +17,10 @@ Shape broadcast_shapes(const std::vector<Shape>& shapes);
 int normalize_axis(int axis, int ndim, const char* op);
 std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op);
 
+// The axes of a reduction, normalised and sorted; repeats raise
+// "[op] Duplicate axes detected in reduction." (MLX's words).
+std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, const char* op);
+// 0, 1, ..., ndim - 1.
+std::vector<int> all_axes(int ndim);
+
 } // namespace loom

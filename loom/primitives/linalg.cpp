@@ -7,9 +7,10 @@
 #include "loom/ops/linalg.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/ops/utils.h"
 #include "loom/ops/creation.h"
-#include "loom/ops/indexing.h"
+#include "loom/ops/gather.h"
 
 namespace loom {
 

@@ -9,6 +9,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/primitives/state_util.h"
 
 namespace loom {

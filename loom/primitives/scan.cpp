@@ -2,10 +2,11 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
-#include "loom/ops/indexing.h"
+#include "loom/ops/gather.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/scan.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/primitives/state_util.h"
 
 namespace loom {

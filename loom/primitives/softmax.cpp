@@ -5,6 +5,7 @@
 
 #include "loom/ops/elementwise.h"
 #include "loom/ops/reduce.h"
+#include "loom/ops/softmax.h"
 #include "loom/ops/shape.h"
 #include "loom/primitives/state_util.h"
 

@@ -1,7 +1,7 @@
 #include "loom/primitives/sort.h"
 
 #include "loom/ops/creation.h"
-#include "loom/ops/indexing.h"
+#include "loom/ops/gather.h"
 #include "loom/ops/sort.h"
 #include "loom/primitives/state_util.h"
 

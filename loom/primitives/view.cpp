@@ -5,7 +5,7 @@
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
-#include "loom/ops/indexing.h"
+#include "loom/ops/gather.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/view.h"
 

@@ -16,8 +16,6 @@ Slot& gpu_slot() {
 }
 } // namespace
 
-void signal_timeline(Timeline& timeline, uint64_t value) { timeline.signal(value); }
-
 void register_probe(Device::DeviceType type, BackendProbe probe) {
   if (type == Device::gpu) gpu_slot().probe = probe;
 }

@@ -44,13 +44,6 @@ class DeviceBackend {
   virtual std::map<std::string, std::variant<std::string, size_t>> device_info(int index) = 0;
 };
 
-// Advances `timeline` to `value` and wakes its waiters. Code outside libloom
-// (a backend or a test built into another binary) must signal through this:
-// Timeline::signal is inline, and the waiter registry of std::atomic's
-// wait/notify is private to each binary, so an inline notify compiled
-// elsewhere would not wake a waiter inside libloom.
-void signal_timeline(Timeline& timeline, uint64_t value);
-
 // A probe returns the backend when its device is present, null otherwise.
 using BackendProbe = DeviceBackend* (*)();
 // Called by static initialisers of compiled-in backends; never runs the probe.

@@ -11,17 +11,11 @@ namespace loom::scheduler {
 struct Timeline {
   std::atomic<uint64_t> completed{0};
 
-  void wait(uint64_t value) const {
-    uint64_t seen = completed.load(std::memory_order_acquire);
-    while (seen < value) {
-      completed.wait(seen, std::memory_order_acquire);
-      seen = completed.load(std::memory_order_acquire);
-    }
-  }
-  void signal(uint64_t value) {
-    completed.store(value, std::memory_order_release);
-    completed.notify_all();
-  }
+  // Out of line (event.cpp): std::atomic's wait/notify keep their waiter
+  // table in the code that calls them, so every waiter and signaller must
+  // reach the one copy inside libloom, whatever module calls them.
+  void wait(uint64_t value) const;
+  void signal(uint64_t value);
 };
 
 struct Event {

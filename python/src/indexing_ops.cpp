@@ -1,6 +1,6 @@
 // Bindings of the array-indexing ops (take, take_along_axis, put_along_axis)
 // and of `array.at`'s class. Each converts arguments and calls one op of
-// loom/ops/indexing.h.
+// loom/ops/gather.h.
 #include <string>
 #include <tuple>
 #include <vector>

@@ -116,7 +116,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     uint64_t value;
     static void CUDART_CB fire(void* p) {
       auto* s = static_cast<Signal*>(p);
-      scheduler::signal_timeline(*s->timeline, s->value);
+      s->timeline->signal(s->value);
       delete s;
     }
   };

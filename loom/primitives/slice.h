@@ -1,6 +1,6 @@
 // Slicing and slice updates. Slice is a view on the input's buffer;
 // SliceUpdate writes a new one (or reuses its input's when it may). Kernels
-// live in backend/cpu/indexing.cpp.
+// live in backend/cpu/slice.cpp.
 #pragma once
 
 #include <vector>

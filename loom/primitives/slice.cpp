@@ -1,10 +1,11 @@
-#include "loom/primitives/indexing.h"
+#include "loom/primitives/slice.h"
 
 #include <algorithm>
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/primitives/batching.h"
 #include "loom/primitives/state_util.h"
 

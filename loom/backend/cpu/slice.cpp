@@ -1,5 +1,5 @@
 // CPU kernels of slicing and slice updates.
-#include "loom/primitives/indexing.h"
+#include "loom/primitives/slice.h"
 
 #include "loom/backend/cpu/copy.h"
 #include "loom/primitives/shape.h"

@@ -1,7 +1,7 @@
 // Indexing with arrays. Every op here lowers to the Gather/Scatter primitives
 // (plus views), so each is lazy, differentiable and vmappable; no index is
 // read while the graph is built.
-#include "loom/ops/indexing.h"
+#include "loom/ops/gather.h"
 
 #include <algorithm>
 #include <numeric>
@@ -12,6 +12,7 @@
 #include "loom/ops/elementwise.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/slice.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/gather.h"
 
@@ -120,12 +121,6 @@ std::vector<array> along_axis_indices(const Shape& shape, const array& idx, int 
     out.push_back(broadcast_to(reshape(arange(0, shape[d], 1, int32, s), iota_shape, s), shape, s));
   }
   return out;
-}
-
-std::vector<int> all_axes(int ndim) {
-  std::vector<int> axes(ndim);
-  std::iota(axes.begin(), axes.end(), 0);
-  return axes;
 }
 
 // Positions of the dimensions of `axes` + (the other axes, in order) back in
