@@ -182,6 +182,9 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
         "[dequantize] Only real floating types are supported but output dtype == " +
         dtype_name(out_dtype) + ".");
   }
+  // MLX 0.32.4 promotes the result with the float32 global scale: a half
+  // dtype request still returns float32 (the values of dtype=float32).
+  if (global_scale) out_dtype = promote_types(out_dtype, float32);
   Shape expect = w.shape();
   const bool bits_ok = (static_cast<int64_t>(w.shape(-1)) * 32) % p.bits == 0;
   expect.back() =

@@ -87,6 +87,40 @@ def test_nvfp4_global_scale_matches_mlx():
     np.testing.assert_allclose(np.array(d), FIX["nvfp4_global_d32"], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("src", ["ties", "w"])
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_nvfp4_global_scale_matches_mlx_on_every_dtype(name, src, which):
+    # Half inputs: MLX divides by the E4M3 scale in the input's type, then
+    # multiplies by 448 * 6 / global_scale in float32; near-ties depend on it.
+    w = mx.array(FIX[f"{src}_{name}" if src == "ties" else f"w_{name}"]).astype(DTYPES[name])
+    key = f"{src}_nvfp4_global{which}_{name}"
+    g = mx.array(FIX[key + "_g"])
+    q, s = mx.quantize(w, mode="nvfp4", global_scale=g)
+    np.testing.assert_array_equal(np.array(q), FIX[key + "_q"])
+    np.testing.assert_array_equal(np.array(s), FIX[key + "_s"])
+    d = mx.dequantize(mx.array(FIX[key + "_q"]), mx.array(FIX[key + "_s"]), mode="nvfp4",
+                      global_scale=g, dtype=DTYPES[name])
+    assert d.dtype == mx.float32  # promoted with the float32 global scale, as MLX does
+    np.testing.assert_array_equal(np.array(d), FIX[key + "_d"])
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_quantize_near_ties_matches_mlx_bit_for_bit(name):
+    w = mx.array(FIX[f"ties_{name}"]).astype(DTYPES[name])
+    for gs in (32, 64, 128):
+        for bits in AFFINE_BITS:
+            q, s, b = mx.quantize(w, gs, bits)
+            key = f"ties_affine_{name}_{gs}_{bits}"
+            np.testing.assert_array_equal(np.array(q), FIX[key + "_q"], err_msg=key)
+            np.testing.assert_array_equal(as_np(s), FIX[key + "_s"], err_msg=key)
+            np.testing.assert_array_equal(as_np(b), FIX[key + "_b"], err_msg=key)
+    for mode in FP_MODES:
+        q, s = mx.quantize(w, mode=mode)
+        np.testing.assert_array_equal(np.array(q), FIX[f"ties_{mode}_{name}_q"], err_msg=mode)
+        np.testing.assert_array_equal(np.array(s), FIX[f"ties_{mode}_{name}_s"], err_msg=mode)
+
+
 def test_affine_packing_is_a_little_endian_bit_stream():
     # Values 0..7 in 3 bits: the larger edge (7) is exact, so the scale is -1,
     # the bias 7 and element i's code 7 - i, at bits [3i, 3i+3) of the row.
@@ -342,6 +376,63 @@ def test_gather_qmm_matches_per_matrix_products():
     # Only rhs: x broadcast against the index batch.
     y = mx.gather_qmm(x[0, :1], q, s, b, rhs_indices=mx.array([[1], [0]]))
     assert y.shape == (2, 1, 1, 32)
+
+
+def _gather_qmm_vmap_case(seed, mode):
+    rng = np.random.default_rng(seed)
+    V = 3
+    kw = {"mode": mode} if mode != "affine" else {"group_size": 32, "bits": 4}
+    ws = mx.array(rng.standard_normal((V, 4, 16, 64)).astype(np.float32))
+    parts = [mx.quantize(ws[i], **kw) for i in range(V)]
+    stacked = [mx.stack([p[j] for p in parts]) for j in range(len(parts[0]))]
+    x = mx.array(rng.standard_normal((V, 3, 2, 64)).astype(np.float32))
+    lhs = mx.array(rng.integers(0, 3, (V, 5)).astype(np.int32))
+    rhs = mx.array(rng.integers(0, 4, (V, 5)).astype(np.int32))
+    return kw, stacked, x, lhs, rhs
+
+
+@pytest.mark.loom_only  # MLX 0.32.4 has no vmap rule for gather_qmm
+@pytest.mark.parametrize("mode", ["affine", "mxfp4", "nvfp4"])
+@pytest.mark.parametrize("mapped", ["x", "w", "lhs", "rhs", "x_rhs", "w_lhs", "all"])
+def test_gather_qmm_under_vmap_matches_a_loop(mode, mapped):
+    kw, wparts, x, lhs, rhs = _gather_qmm_vmap_case(21, mode)
+    V = x.shape[0]
+    names = ["x", "w", "lhs", "rhs"]
+    on = {n: mapped == "all" or n in mapped.split("_") for n in names}
+
+    def f(x, wparts, lhs, rhs):
+        s, b = wparts[1], (wparts[2] if len(wparts) > 2 else None)
+        return mx.gather_qmm(x, wparts[0], s, b, lhs_indices=lhs, rhs_indices=rhs, **kw)
+
+    args = [x if on["x"] else x[0], wparts if on["w"] else [p[0] for p in wparts],
+            lhs if on["lhs"] else lhs[0], rhs if on["rhs"] else rhs[0]]
+    in_axes = tuple(0 if on[n] else None for n in names)
+    got = mx.vmap(f, in_axes=in_axes)(*args)
+    for v in range(V):
+        i = {n: v if on[n] else 0 for n in names}
+        pick = [x[i["x"]], [p[i["w"]] for p in wparts], lhs[i["lhs"]], rhs[i["rhs"]]]
+        np.testing.assert_allclose(np.array(got[v]), np.array(f(*pick)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.loom_only
+def test_gather_qmm_vmap_on_a_later_axis_and_with_grad():
+    kw, wparts, x, lhs, rhs = _gather_qmm_vmap_case(22, "affine")
+    q, s, b = wparts
+    xt = mx.moveaxis(x, 0, 2)  # mapped axis 2 of (3, 2, V, 64)
+
+    def f(x, rhs):
+        return mx.gather_qmm(x, q[0], s[0], b[0], lhs_indices=lhs[0], rhs_indices=rhs, **kw)
+
+    got = mx.vmap(f, in_axes=(2, 0))(xt, rhs)
+    for v in range(x.shape[0]):
+        np.testing.assert_allclose(np.array(got[v]), np.array(f(x[v], rhs[v])), rtol=1e-5,
+                                   atol=1e-5)
+    # vmap of a gradient: the backward gather_qmm is batched too.
+    gfun = mx.vmap(mx.grad(lambda x, rhs: f(x, rhs).sum()))
+    gv = gfun(x, rhs)
+    for v in range(x.shape[0]):
+        ref = mx.grad(lambda x: f(x, rhs[v]).sum())(x[v])
+        np.testing.assert_allclose(np.array(gv[v]), np.array(ref), rtol=1e-4, atol=1e-4)
 
 
 def test_gather_qmm_gradient_wrt_x():
