@@ -121,6 +121,25 @@ def test_quantize_near_ties_matches_mlx_bit_for_bit(name):
         np.testing.assert_array_equal(np.array(s), FIX[f"ties_{mode}_{name}_s"], err_msg=mode)
 
 
+@pytest.mark.parametrize("shape,kw,message", [
+    ((64,), {"group_size": 48}, "[quantize] The matrix to be quantized must have at least 2 dimension"),
+    ((4, 64), {"group_size": 48, "bits": 7},
+     "[quantize] The last dimension of the matrix needs to be divisible by the quantization group "
+     "size 48. However the provided  matrix has shape (4,64)"),
+    ((4, 60), {"group_size": 32, "bits": 7}, "group size 32. However the provided  matrix has shape (4,60)"),
+    ((4, 96), {"group_size": 48}, "[quantize] The requested group size 48 is not supported."),
+    ((4, 64), {"group_size": 32, "bits": 7}, "[quantize] The requested number of bits 7 is not supported."),
+    ((4, 48), {"group_size": 32, "mode": "nvfp4"}, "size 32. However the provided  matrix has shape (4,48)"),
+    ((4, 64), {"group_size": 32, "mode": "nvfp4"}, "[quantize] nvfp4 quantization requires group size 16 but got 32."),
+])
+def test_quantize_checks_the_matrix_before_the_parameters(shape, kw, message):
+    # MLX's order: rank, type and divisibility of the matrix, then group size
+    # and bits; the divisibility message names the shape.
+    with pytest.raises(ValueError) as info:
+        mx.quantize(mx.ones(shape), **kw)
+    assert message in str(info.value)
+
+
 def test_affine_packing_is_a_little_endian_bit_stream():
     # Values 0..7 in 3 bits: the larger edge (7) is exact, so the scale is -1,
     # the bias 7 and element i's code 7 - i, at bits [3i, 3i+3) of the row.
