@@ -529,6 +529,8 @@ def test_fast_ops_do_not_leak():
                        + mx.fast.rope(x, 16, traditional=False, base=1e4, scale=1.0, offset=1).sum())
         mx.eval(mx.value_and_grad(f)(x))
         mx.eval(mx.fast.gated_delta_update(x, x, x, x[..., 0], x[..., 0]))
+        gd = lambda q: mx.fast.gated_delta_update(q, x * 0.1, x, mx.sigmoid(x[..., 0]), x[..., 1])[0].sum()
+        mx.eval(mx.grad(gd)(x), mx.vmap(mx.grad(gd))(x[None]))
 
     for _ in range(3):
         cycle()

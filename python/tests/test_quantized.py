@@ -593,7 +593,10 @@ def test_quantized_graphs_release_their_memory():
         y = mx.quantized_matmul(x, q, s, b)
         g = mx.grad(lambda x: mx.quantized_matmul(x, q, s, b).sum())(x)
         d = mx.dequantize(q, s, b)
-        mx.eval(y, g, d)
+        qs, ss, bs = (mx.stack([a, a]) for a in (q, s, b))
+        gq = mx.vmap(lambda x, i: mx.gather_qmm(x, qs, ss, bs, rhs_indices=i),
+                     in_axes=(0, 0))(mx.stack([x, x]), mx.array([[0, 1], [1, 1]]))
+        mx.eval(y, g, d, gq)
 
     cycle()
     gc.collect()
