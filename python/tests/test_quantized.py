@@ -140,6 +140,17 @@ def test_quantize_checks_the_matrix_before_the_parameters(shape, kw, message):
     assert message in str(info.value)
 
 
+@pytest.mark.loom_only  # MLX 0.32.4 raises "[reshape] Cannot reshape array of size 16 into shape (0,4,8)"
+def test_nvfp4_of_a_single_group():
+    # The E2M1 grid times 0.5 (an exact E4M3 scale): the round trip is exact.
+    grid = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    w = mx.array(0.5 * grid[None])
+    q, s = mx.quantize(w, mode="nvfp4")
+    assert q.shape == (1, 2) and s.shape == (1, 1)
+    d = mx.dequantize(q, s, mode="nvfp4", dtype=mx.float32)
+    np.testing.assert_array_equal(np.array(d), np.array(w))
+
+
 def test_affine_packing_is_a_little_endian_bit_stream():
     # Values 0..7 in 3 bits: the larger edge (7) is exact, so the scale is -1,
     # the bias 7 and element i's code 7 - i, at bits [3i, 3i+3) of the row.
