@@ -82,8 +82,12 @@ void affine_group(const T* w, int group_size, int bits, uint32_t* codes, T* scal
 template <typename T>
 void fp_group(const T* w, int group_size, QuantizationMode mode, const float* global_scale,
               uint32_t* codes, uint8_t* scale_out) {
+  // A NaN propagates through the maximum, as in MLX's reduction.
   float amax = 0.0f;
-  for (int j = 0; j < group_size; ++j) amax = std::max(amax, std::fabs(static_cast<float>(w[j])));
+  for (int j = 0; j < group_size; ++j) {
+    const float v = std::fabs(static_cast<float>(w[j]));
+    amax = v != v ? v : std::max(amax, v);
+  }
   uint32_t byte;
   float scale;
   // With a global scale, MLX divides by the E4M3 scale in the input's type
@@ -101,8 +105,15 @@ void fp_group(const T* w, int group_size, QuantizationMode mode, const float* gl
     scale = e4m3_value(byte);
   } else {
     const float top = mode == QuantizationMode::mxfp4 ? 6.0f : 448.0f;
-    byte = e8m0_code(to_t<T>(amax / top));
+    const float raw = to_t<T>(amax / top);
+    byte = e8m0_code(raw);
     scale = e8m0_value(byte);
+    if (!std::isfinite(raw)) {
+      // MLX divides by the non-finite value itself; its byte is 128 from
+      // float32 input and 0 from half input (measured on the wheel).
+      scale = raw;
+      if (!std::is_same_v<T, float>) byte = 0;
+    }
   }
   *scale_out = static_cast<uint8_t>(byte);
   const bool fp8 = mode == QuantizationMode::mxfp8;

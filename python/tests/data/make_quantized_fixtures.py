@@ -97,6 +97,24 @@ def main() -> None:
                 # MLX returns float32 here whatever dtype is asked for.
                 out[key + "_d"] = np.array(mx.dequantize(q, s, mode="nvfp4", global_scale=g,
                                                          dtype=dt))
+    # Non-finite and huge values in one element of a row (a zero row and a
+    # tiny one too): the fp modes' scales and codes around them.
+    base = np.linspace(-1, 1, 128).astype(np.float32)
+    special = []
+    for value in [np.nan, np.inf, -np.inf, 0.0, 1e-40, 6e-8, 65504.0, 3e38, -1e-3]:
+        row = base.copy()
+        row[5] = value
+        special.append(row)
+    special += [np.zeros(128, np.float32), np.full(128, 1e-30, np.float32)]
+    special = np.stack(special)
+    out["special"] = special
+    for name, dt in DTYPES.items():
+        w = mx.array(special).astype(dt)
+        for mode in ("mxfp4", "mxfp8", "nvfp4"):
+            q, s = mx.quantize(w, mode=mode)
+            out[f"special_{mode}_{name}_q"], out[f"special_{mode}_{name}_s"] = np.array(q), np.array(s)
+        q, s = mx.quantize(w, mode="nvfp4", global_scale=mx.array(np.float32(2.0)))
+        out[f"special_nvfp4g_{name}_q"], out[f"special_nvfp4g_{name}_s"] = np.array(q), np.array(s)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlx_quantized.npz")
     np.savez_compressed(path, **out)
     print(path, len(out), "arrays")
