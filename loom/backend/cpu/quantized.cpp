@@ -109,10 +109,21 @@ void fp_group(const T* w, int group_size, QuantizationMode mode, const float* gl
     byte = e8m0_code(raw);
     scale = e8m0_value(byte);
     if (!std::isfinite(raw)) {
-      // MLX divides by the non-finite value itself; its byte is 128 from
-      // float32 input and 0 from half input (measured on the wheel).
-      scale = raw;
+      // Measured on the wheel: the byte is 128 from float32 input and 0 from
+      // half input; mxfp4 divides by the non-finite value itself, mxfp8 by
+      // zero (w / 0: +-inf by sign, 0 / 0 the negative default NaN, a NaN
+      // stays itself; E4M3 saturates each with its sign).
       if (!std::is_same_v<T, float>) byte = 0;
+      if (mode == QuantizationMode::mxfp8) {
+        *scale_out = static_cast<uint8_t>(byte);
+        BitWriter out{codes};
+        for (int j = 0; j < group_size; ++j) {
+          const float v = static_cast<float>(w[j]);
+          out.put(v != v ? e4m3_code(v) : (v > 0.0f ? 0x7eu : 0xfeu), 8);
+        }
+        return;
+      }
+      scale = raw;
     }
   }
   *scale_out = static_cast<uint8_t>(byte);
