@@ -541,6 +541,51 @@ def build_attention(batch, heads, length, head_dim, fused):
     return build
 
 
+def build_gated_delta(batch, length, heads, dim, fused=True):
+    """Forward and backward of the gated delta rule: mx.fast.gated_delta_update,
+    or the same recurrence written step by step with core ops (mlx/loom only)."""
+
+    def build(fw):
+        if fw.family != "mlx":
+            raise fw.unsupported("gated_delta_update")
+        m = fw.m
+        shape = (batch, length, heads, dim)
+        # Keys of unit norm keep the recurrence stable (beta |k|^2 < 2).
+        q, v = fw.randn(shape), fw.randn(shape)
+        k = fw.randn(shape) * (1.0 / math.sqrt(dim))
+        g = m.sigmoid(fw.randn((batch, length, heads)) + 3.0)
+        beta = m.sigmoid(fw.randn((batch, length, heads)))
+        m.eval(k, g, beta)
+
+        def composite(q, k, v):
+            state = m.zeros((batch, heads, dim, dim))
+            ys = []
+            for t in range(length):
+                state = state * g[:, t, :, None, None]
+                kt = k[:, t, :, None, :]
+                delta = (v[:, t] - (state * kt).sum(-1)) * beta[:, t, :, None]
+                state = state + kt * delta[..., None]
+                ys.append((state * q[:, t, :, None, :]).sum(-1))
+            return m.stack(ys, 1)
+
+        def loss(params):
+            if fused:
+                y = m.fast.gated_delta_update(*params, g, beta)[0]
+            else:
+                y = composite(*params)
+            return m.sum(y * y)
+
+        value_and_grad = m.value_and_grad(loss)
+        return lambda: value_and_grad([q, k, v])
+
+    return build
+
+
+def gated_delta_flops(batch, length, heads, dim):
+    """About 8 d^2 per step forward (decay, S k, update, S q) and twice that back."""
+    return 3 * 8 * batch * length * heads * dim * dim
+
+
 def attention_flops(batch, heads, length, head_dim):
     forward = 4 * batch * heads * length * length * head_dim
     return 3 * forward  # the backward is twice the forward
@@ -765,6 +810,12 @@ def all_workloads(quick=False):
         flops=attention_flops(*att), note="mx.fast / torch scaled_dot_product_attention")
     add(f"{att_tag} unfused", "training", build_attention(*att, fused=False),
         flops=attention_flops(*att), note="softmax(q k^T) v from core ops")
+    gd = (2, 128, 4, 64) if quick else (2, 512, 8, 128)
+    gd_tag = f"gated_delta_update B{gd[0]} T{gd[1]} H{gd[2]} D{gd[3]} fwd+bwd"
+    add(f"{gd_tag} fused", "training", build_gated_delta(*gd), flops=gated_delta_flops(*gd),
+        note="mx.fast (mlx/loom only)")
+    add(f"{gd_tag} composite", "training", build_gated_delta(*gd, fused=False),
+        flops=gated_delta_flops(*gd), note="the recurrence step by step from core ops")
     add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd", "training",
         build_transformer(*tb), flops=transformer_flops(*tb))
     add(f"transformer block B{tb[0]} L{tb[1]} D{tb[2]} fwd+bwd compiled", "training",

@@ -61,9 +61,11 @@ void check_inexact(const array& a, const char* op) {
   }
 }
 
+// MLX's message, then the shape it got (MLX leaves it out).
 void check_square(const array& a, const char* op, const char* message) {
   if (a.shape(-1) != a.shape(-2)) {
-    throw std::invalid_argument(std::string("[linalg::") + op + "] " + message);
+    throw std::invalid_argument(std::string("[linalg::") + op + "] " + message +
+                                " Received array with shape " + shape_to_string(a.shape()) + ".");
   }
 }
 

@@ -27,9 +27,9 @@ struct QuantParams {
 
 std::string op_tag(const char* op) { return std::string("[") + op + "] "; }
 
-// Defaults per mode, then MLX's checks of the requested values.
-QuantParams resolve_params(std::optional<int> group_size, std::optional<int> bits,
-                           const std::string& mode_name, const char* op, bool check_affine) {
+// The defaults of a mode for the values not given.
+QuantParams default_params(std::optional<int> group_size, std::optional<int> bits,
+                           const std::string& mode_name, const char* op) {
   QuantizationMode mode = parse_quantization_mode(mode_name, op);
   QuantParams p{64, 4, mode};
   switch (mode) {
@@ -46,8 +46,13 @@ QuantParams resolve_params(std::optional<int> group_size, std::optional<int> bit
       p = {group_size.value_or(16), bits.value_or(4), mode};
       break;
   }
+  return p;
+}
+
+// MLX's checks of the requested values.
+void check_params(const QuantParams& p, const char* op) {
+  const QuantizationMode mode = p.mode;
   if (mode == QuantizationMode::affine) {
-    if (!check_affine) return p;
     if (p.group_size != 32 && p.group_size != 64 && p.group_size != 128) {
       throw std::invalid_argument(op_tag(op) + "The requested group size " +
                                   std::to_string(p.group_size) +
@@ -60,7 +65,7 @@ QuantParams resolve_params(std::optional<int> group_size, std::optional<int> bit
                                   " is not supported. The supported bits are 1, 2, 3, 4, 5, 6 "
                                   "and 8.");
     }
-    return p;
+    return;
   }
   const int want_group = mode == QuantizationMode::nvfp4 ? 16 : 32;
   const int want_bits = mode == QuantizationMode::mxfp8 ? 8 : 4;
@@ -75,6 +80,13 @@ QuantParams resolve_params(std::optional<int> group_size, std::optional<int> bit
                                 std::to_string(want_bits) + " but got " + std::to_string(p.bits) +
                                 ".");
   }
+}
+
+// Defaults per mode, then the checks (affine's only with `check_affine`).
+QuantParams resolve_params(std::optional<int> group_size, std::optional<int> bits,
+                           const std::string& mode_name, const char* op, bool check_affine) {
+  QuantParams p = default_params(group_size, bits, mode_name, op);
+  if (p.mode != QuantizationMode::affine || check_affine) check_params(p, op);
   return p;
 }
 
@@ -119,8 +131,8 @@ array as_float32_scalar(const array& g, StreamOrDevice s) {
 std::vector<array> quantize(const array& w, std::optional<int> group_size, std::optional<int> bits,
                             const std::string& mode, const std::optional<array>& global_scale,
                             StreamOrDevice s) {
-  QuantParams p = resolve_params(group_size, bits, mode, "quantize", true);
-  check_global_scale(p, global_scale, "quantize");
+  // MLX's order: the matrix (rank, type, divisibility), then the parameters.
+  QuantParams p = default_params(group_size, bits, mode, "quantize");
   if (w.ndim() < 2) {
     throw std::invalid_argument(
         "[quantize] The matrix to be quantized must have at least 2 dimension but it has only " +
@@ -145,6 +157,8 @@ std::vector<array> quantize(const array& w, std::optional<int> group_size, std::
         std::to_string(p.group_size) + ". However the provided  matrix has shape " +
         shape_to_string(w.shape()));
   }
+  check_params(p, "quantize");
+  check_global_scale(p, global_scale, "quantize");
   std::vector<array> inputs = {w};
   if (global_scale) inputs.push_back(as_float32_scalar(*global_scale, s));
   auto prim = std::make_shared<Quantize>(to_stream(s), p.group_size, p.bits, p.mode);
@@ -182,6 +196,9 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
         "[dequantize] Only real floating types are supported but output dtype == " +
         dtype_name(out_dtype) + ".");
   }
+  // MLX 0.32.4 promotes the result with the float32 global scale: a half
+  // dtype request still returns float32 (the values of dtype=float32).
+  if (global_scale) out_dtype = promote_types(out_dtype, float32);
   Shape expect = w.shape();
   const bool bits_ok = (static_cast<int64_t>(w.shape(-1)) * 32) % p.bits == 0;
   expect.back() =

@@ -504,6 +504,116 @@ std::vector<array> GatedDeltaUpdate::composite(const std::vector<array>& inputs)
   return {stack(ys, 1, s), state};
 }
 
+namespace {
+
+// Every input of the delta rule (and of its backward) leads with the batch
+// axis B, and batch entries are independent: a mapped axis folds into B,
+// (V, B, ...) -> (V * B, ...), unmapped inputs broadcast to V first.
+std::vector<array> fold_into_batch(const std::vector<array>& inputs, const std::vector<int>& axes,
+                                   int V, Stream s) {
+  std::vector<array> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    array a = inputs[i];
+    if (axes[i] >= 0) {
+      a = moveaxis(a, axes[i], 0, s);
+    } else {
+      Shape shape = a.shape();
+      shape.insert(shape.begin(), V);
+      a = broadcast_to(expand_dims(a, 0, s), shape, s);
+    }
+    Shape shape(a.shape().begin() + 1, a.shape().end());
+    shape[0] *= V;
+    out.push_back(reshape(a, shape, s));
+  }
+  return out;
+}
+
+std::vector<array> unfold_batch(const std::vector<array>& outputs, int V, Stream s) {
+  std::vector<array> out;
+  for (const auto& a : outputs) {
+    Shape shape = a.shape();
+    shape[0] /= V;
+    shape.insert(shape.begin(), V);
+    out.push_back(reshape(a, shape, s));
+  }
+  return out;
+}
+
+int mapped_size(const std::vector<array>& inputs, const std::vector<int>& axes) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (axes[i] >= 0) return inputs[i].shape(axes[i]);
+  }
+  return 1;
+}
+
+} // namespace
+
+std::vector<array> GatedDeltaUpdate::vjp(const std::vector<array>& primals,
+                                         const std::vector<array>& cotangents,
+                                         const std::vector<int>& argnums,
+                                         const std::vector<array>&) {
+  Stream s = stream();
+  std::vector<array> in = primals;
+  in.push_back(astype(cotangents[0], primals[2].dtype(), s));
+  in.push_back(astype(cotangents[1], float32, s));
+  auto prim = std::make_shared<GatedDeltaUpdateVJP>(s, has_mask_);
+  auto shapes = prim->output_shapes(in);
+  auto grads =
+      array::make_arrays(std::move(shapes), std::vector<Dtype>(6, float32), prim, std::move(in));
+  std::vector<array> out;
+  for (int i : argnums) {
+    out.push_back(i < 6 ? astype(grads[i], primals[i].dtype(), s) : zeros_like(primals[i], s));
+  }
+  return out;
+}
+
+std::pair<std::vector<array>, std::vector<int>> GatedDeltaUpdate::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  Stream s = stream();
+  const int V = mapped_size(inputs, axes);
+  std::vector<array> in = fold_into_batch(inputs, axes, V, s);
+  auto prim = std::make_shared<GatedDeltaUpdate>(s, has_mask_);
+  auto shapes = prim->output_shapes(in);
+  const Dtype dtype = in[2].dtype();
+  auto outs = array::make_arrays(std::move(shapes), {dtype, float32}, prim, std::move(in));
+  return {unfold_batch(outs, V, s), {0, 0}};
+}
+
+std::vector<Shape> GatedDeltaUpdateVJP::output_shapes(const std::vector<array>& inputs) {
+  std::vector<Shape> out;
+  for (int i = 0; i < 6; ++i) out.push_back(inputs[i].shape());
+  return out;
+}
+
+std::vector<array> GatedDeltaUpdateVJP::composite(const std::vector<array>& inputs) const {
+  Stream s = stream();
+  const size_t n = inputs.size();
+  auto forward = std::make_shared<GatedDeltaUpdate>(s, has_mask_);
+  auto fn = [forward](const std::vector<array>& in) { return forward->composite(in); };
+  std::vector<array> primals(inputs.begin(), inputs.end() - 2);
+  auto grads = loom::vjp(fn, primals, {inputs[n - 2], inputs[n - 1]}).second;
+  std::vector<array> out;
+  for (int i = 0; i < 6; ++i) out.push_back(astype(grads[i], float32, s));
+  return out;
+}
+
+std::pair<std::vector<array>, std::vector<int>> GatedDeltaUpdateVJP::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  Stream s = stream();
+  const int V = mapped_size(inputs, axes);
+  std::vector<array> in = fold_into_batch(inputs, axes, V, s);
+  auto prim = std::make_shared<GatedDeltaUpdateVJP>(s, has_mask_);
+  auto shapes = prim->output_shapes(in);
+  auto outs =
+      array::make_arrays(std::move(shapes), std::vector<Dtype>(6, float32), prim, std::move(in));
+  return {unfold_batch(outs, V, s), std::vector<int>(6, 0)};
+}
+
+LOOM_REGISTER_PRIMITIVE(GatedDeltaUpdateVJP, [](Stream s, const PrimitiveState& st) {
+  return std::make_shared<GatedDeltaUpdateVJP>(
+      s, state_get<bool>(st, "GatedDeltaUpdateVJP", "has_mask"));
+});
+
 LOOM_REGISTER_PRIMITIVE(GatedDeltaUpdate, [](Stream s, const PrimitiveState& st) {
   return std::make_shared<GatedDeltaUpdate>(s, state_get<bool>(st, "GatedDeltaUpdate", "has_mask"));
 });

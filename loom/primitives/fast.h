@@ -187,7 +187,39 @@ class GatedDeltaUpdate : public FastPrimitive {
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> composite(const std::vector<array>& inputs) const override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
   const char* name() const override { return "GatedDeltaUpdate"; }
+  PrimitiveState state() const override { return {{"has_mask", has_mask_}}; }
+  PrimitiveTraits traits() const override {
+    PrimitiveTraits t;
+    t.multi_output = true;
+    return t;
+  }
+
+ private:
+  bool has_mask_;
+};
+
+// The fused backward of the delta rule: inputs are the forward's inputs
+// followed by the cotangents of y and of the final state (float32); outputs
+// the float32 gradients of q, k, v, g, beta and the initial state. The kernel
+// runs the recurrence backwards per (batch, key head), recomputing states
+// from checkpoints every ~sqrt(T) steps rather than storing all T of them.
+// Its composite is the gradient of GatedDeltaUpdate's composite, so higher
+// derivatives still work.
+class GatedDeltaUpdateVJP : public FastPrimitive {
+ public:
+  GatedDeltaUpdateVJP(Stream stream, bool has_mask) : FastPrimitive(stream), has_mask_(has_mask) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> composite(const std::vector<array>& inputs) const override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  const char* name() const override { return "GatedDeltaUpdateVJP"; }
   PrimitiveState state() const override { return {{"has_mask", has_mask_}}; }
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;

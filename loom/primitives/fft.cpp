@@ -33,9 +33,10 @@ std::vector<array> FFT::vjp(const std::vector<array>& primals, const std::vector
   const array& ct = cotangents[0];
   const Stream& s = stream();
   if (!real_) {
-    // (s D)^H = s D with the opposite sign.
-    return {array(ct.shape(), complex64,
-                  std::make_shared<FFT>(s, axes_, !inverse_, false, 0, scale_), {ct})};
+    // (s D)^H = s D with the opposite sign; a real input takes its real part.
+    array back(ct.shape(), complex64, std::make_shared<FFT>(s, axes_, !inverse_, false, 0, scale_),
+               {astype(ct, complex64, s)});
+    return {is_complex(x.dtype()) ? back : real(back, s)};
   }
   int last = axes_.back();
   if (!inverse_) {
@@ -68,7 +69,9 @@ std::vector<array> FFT::jvp(const std::vector<array>& primals, const std::vector
   const array& t = tangents[0];
   Shape shape = output_shapes(primals)[0];
   Dtype dtype = real_ && inverse_ ? float32 : complex64;
-  array tin = real_ && !inverse_ ? astype(t, float32, stream()) : astype(t, complex64, stream());
+  // The tangent takes the primal's type (a real input's c2c stays real).
+  const bool real_in = (real_ && !inverse_) || !is_complex(primals[0].dtype());
+  array tin = real_in ? astype(t, float32, stream()) : astype(t, complex64, stream());
   return {array(shape, dtype, std::make_shared<FFT>(stream(), axes_, inverse_, real_, n_, scale_),
                 {tin})};
 }

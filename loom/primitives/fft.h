@@ -10,7 +10,8 @@ namespace loom {
 
 // The unnormalised DFT over `axes` (distinct, non-negative), times `scale`.
 //  - complex (real=false): complex64 -> complex64, same shape; `inverse`
-//    flips the exponent's sign.
+//    flips the exponent's sign. A float32 input is a real signal (the ops
+//    pass one uncast): the kernel then does about half the work.
 //  - rfft (real, !inverse): float32 -> complex64; the last of `axes` is the
 //    real one and its length n becomes n / 2 + 1.
 //  - irfft (real, inverse): complex64 -> float32; the last axis holds

@@ -458,6 +458,64 @@ std::vector<array> GatherQMM::vjp(const std::vector<array>& primals,
   return out;
 }
 
+// The mapped axis folds into the matrix batch: mapped operands become
+// (V * B, rows, cols), each index gains v * B for its slice v, and the V * P
+// products come out of one node, split back into (V, P, M, N). Unmapped
+// weight parts are broadcast when another weight part is mapped, since the
+// kernel reads w, scales and biases at one batch index.
+std::pair<std::vector<array>, std::vector<int>> GatherQMM::vmap(const std::vector<array>& inputs,
+                                                                const std::vector<int>& axes) {
+  Stream s = stream();
+  const size_t n = inputs.size();
+  int64_t V = 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (axes[i] >= 0) V = inputs[i].shape(axes[i]);
+  }
+  std::vector<array> in;
+  for (size_t i = 0; i < n; ++i) {
+    in.push_back(axes[i] >= 0 ? moveaxis(inputs[i], axes[i], 0, s) : inputs[i]);
+  }
+  auto fold = [&](const array& a) {
+    return reshape(a, {static_cast<int>(a.shape(0) * a.shape(1)), a.shape(2), a.shape(3)}, s);
+  };
+  // The offset v * B of slice v, as a (V, 1) column of uint32.
+  auto offsets = [&](int64_t B) {
+    return reshape(astype(arange(int64_t{0}, V * B, B, s), uint32, s), {static_cast<int>(V), 1}, s);
+  };
+  auto lift = [&](size_t i) { // an index array as (V, P)
+    const array& idx = in[i];
+    Shape shape = {static_cast<int>(V), axes[i] >= 0 ? idx.shape(1) : idx.shape(0)};
+    return axes[i] >= 0 ? idx : broadcast_to(expand_dims(idx, 0, s), shape, s);
+  };
+  array lhs = lift(n - 2);
+  array rhs = lift(n - 1);
+  if (axes[0] >= 0) {
+    lhs = add(lhs, offsets(in[0].shape(1)), s);
+    in[0] = fold(in[0]);
+  }
+  bool w_mapped = false;
+  for (size_t i = 1; i + 2 < n; ++i) w_mapped = w_mapped || axes[i] >= 0;
+  if (w_mapped) {
+    for (size_t i = 1; i + 2 < n; ++i) {
+      if (axes[i] < 0) {
+        Shape shape = in[i].shape();
+        shape.insert(shape.begin(), static_cast<int>(V));
+        in[i] = broadcast_to(expand_dims(in[i], 0, s), shape, s);
+      }
+    }
+    rhs = add(rhs, offsets(in[1].shape(1)), s);
+    for (size_t i = 1; i + 2 < n; ++i) in[i] = fold(in[i]);
+  }
+  in[n - 2] = flatten(lhs, 0, -1, s);
+  in[n - 1] = flatten(rhs, 0, -1, s);
+  auto prim = std::make_shared<GatherQMM>(s, group_size_, bits_, mode_, transpose_);
+  Shape flat = prim->output_shapes(in)[0];
+  const Dtype dtype = in[0].dtype();
+  array out(flat, dtype, prim, std::move(in));
+  return {{reshape(out, {static_cast<int>(V), flat[0] / static_cast<int>(V), flat[1], flat[2]}, s)},
+          {0}};
+}
+
 bool GatherQMM::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const GatherQMM*>(&other);
   return o != nullptr && o->state() == state();

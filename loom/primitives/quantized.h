@@ -124,6 +124,8 @@ class GatherQMM : public Primitive {
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<array>& outputs) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
   bool is_equivalent(const Primitive& other) const override;
   const char* name() const override { return "GatherQMM"; }
   PrimitiveState state() const override;

@@ -381,6 +381,131 @@ def test_gated_delta_gradient_and_dtype():
     assert y.dtype == mx.bfloat16 and s.dtype == mx.float32
 
 
+def mx_gdn(q, k, v, g, b, state, mask):
+    """The delta rule step by step with ordinary ops (the composite)."""
+    Hk, Hv = q.shape[2], v.shape[2]
+    q, k = mx.repeat(q, Hv // Hk, 2), mx.repeat(k, Hv // Hk, 2)
+    S = state
+    ys = []
+    for t in range(q.shape[1]):
+        old = S
+        gt = g[:, t, :, None, None] if g.ndim == 3 else g[:, t, :, None, :]
+        S = S * gt
+        kt = k[:, t, :, None, :]
+        d = (v[:, t] - (S * kt).sum(-1)) * b[:, t, :, None]
+        S = S + kt * d[..., None]
+        y = (S * q[:, t, :, None, :]).sum(-1)
+        if mask is not None:
+            m = mask[:, t]
+            S = mx.where(m[:, None, None, None], S, old)
+            y = mx.where(m[:, None, None], y, mx.zeros_like(y))
+        ys.append(y)
+    return mx.stack(ys, 1), S
+
+
+def gdn_case(seed, gate_per_key, with_mask, Hk=2, Hv=4, T=7):
+    rng = np.random.default_rng(seed)
+    Bz, Dk, Dv = 2, 6, 5
+    args = [rng.standard_normal((Bz, T, Hk, Dk)), rng.standard_normal((Bz, T, Hk, Dk)) * 0.3,
+            rng.standard_normal((Bz, T, Hv, Dv)),
+            rng.uniform(0.5, 1.0, (Bz, T, Hv) + ((Dk,) if gate_per_key else ())),
+            rng.uniform(0, 1, (Bz, T, Hv)), rng.standard_normal((Bz, Hv, Dv, Dk))]
+    mask = rng.random((Bz, T)) > 0.3 if with_mask else None
+    cy = rng.standard_normal((Bz, T, Hv, Dv))
+    cs = rng.standard_normal((Bz, Hv, Dv, Dk))
+    return [a.astype(np.float32) for a in args], mask, cy.astype(np.float32), cs.astype(np.float32)
+
+
+@pytest.mark.parametrize("gate_per_key", [False, True])
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("heads", [(2, 4), (3, 3)])
+def test_gated_delta_vjp_matches_composite_gradient(gate_per_key, with_mask, heads):
+    args, mask, cy, cs = gdn_case(5, gate_per_key, with_mask, *heads)
+    m = mx.array(mask) if mask is not None else None
+    cy, cs = mx.array(cy), mx.array(cs)
+
+    def loss(fn):
+        def f(*a):
+            y, S = fn(*a)
+            return (y * cy).sum() + (S * cs).sum()
+        return f
+
+    fused = loss(lambda *a: mx.fast.gated_delta_update(*a, m))
+    ref = loss(lambda *a: mx_gdn(*a, m))
+    xs = [mx.array(a) for a in args]
+    got = mx.grad(fused, argnums=tuple(range(6)))(*xs)
+    want = mx.grad(ref, argnums=tuple(range(6)))(*xs)
+    for gi, wi in zip(got, want):
+        assert gi.shape == wi.shape and gi.dtype == mx.float32
+        close(gi, np.array(wi), 2e-4, 2e-4)
+
+
+def test_gated_delta_vjp_matches_finite_differences():
+    args, mask, cy, cs = gdn_case(6, True, True, 1, 2, 5)
+
+    def np_loss(a):
+        y, S = np_gdn(*a, mask)
+        return float((y * cy).sum() + (S * cs).sum())
+
+    m, my, ms = mx.array(mask), mx.array(cy), mx.array(cs)
+
+    def f(*a):
+        y, S = mx.fast.gated_delta_update(*a, m)
+        return (y * my).sum() + (S * ms).sum()
+
+    grads = mx.grad(f, argnums=tuple(range(6)))(*[mx.array(a) for a in args])
+    rng = np.random.default_rng(7)
+    eps = 1e-4
+    for i, gi in enumerate(grads):
+        d = rng.standard_normal(args[i].shape)
+        plus = [np.asarray(a, np.float64) for a in args]
+        minus = [np.asarray(a, np.float64) for a in args]
+        plus[i] = plus[i] + eps * d
+        minus[i] = minus[i] - eps * d
+        fd = (np_loss(plus) - np_loss(minus)) / (2 * eps)
+        an = float((np.array(gi, np.float64) * d).sum())
+        assert abs(fd - an) <= 1e-3 * max(1.0, abs(fd)), (i, fd, an)
+
+
+def test_gated_delta_vjp_long_sequence_and_half_precision():
+    # T = 40 crosses several recomputation chunks of the backward kernel.
+    args, mask, cy, cs = gdn_case(8, False, True, 2, 2, 40)
+    m = mx.array(mask)
+    for dt, tol in [(mx.float32, 5e-4), (mx.bfloat16, 5e-2)]:
+        xs = [mx.array(a).astype(dt) for a in args[:5]] + [mx.array(args[5])]
+
+        def f(fn):
+            return lambda *a: (fn(*a)[0].astype(mx.float32) * mx.array(cy)).sum()
+
+        got = mx.grad(f(lambda *a: mx.fast.gated_delta_update(*a, m)), argnums=(0, 1, 4))(*xs)
+        want = mx.grad(f(lambda *a: mx_gdn(*[t.astype(mx.float32) for t in a], m)),
+                       argnums=(0, 1, 4))(*xs)
+        for gi, wi in zip(got, want):
+            assert gi.dtype == dt
+            close(gi, np.array(wi.astype(mx.float32)), tol, tol)
+
+
+def test_gated_delta_vjp_under_vmap_and_second_order():
+    args, _, cy, _ = gdn_case(9, False, False, 1, 1, 4)
+    xs = [mx.array(a) for a in args]
+
+    def f(q, k):
+        return (mx.fast.gated_delta_update(q, k, *xs[2:])[0] * mx.array(cy)).sum()
+
+    def r(q, k):
+        return (mx_gdn(q, k, *xs[2:], None)[0] * mx.array(cy)).sum()
+
+    qs = mx.stack([xs[0], xs[0] * 0.5, -xs[0]])
+    got = mx.vmap(mx.grad(f), in_axes=(0, None))(qs, xs[1])
+    for i in range(3):
+        close(got[i], np.array(mx.grad(r)(qs[i], xs[1])), 1e-4, 1e-4)
+    # d/dk of (d/dq f) . u: the backward's own gradient (through its composite).
+    u = mx.array(np.random.default_rng(3).standard_normal(args[0].shape).astype(np.float32))
+    h = mx.grad(lambda k: (mx.grad(f)(xs[0], k) * u).sum())(xs[1])
+    hr = mx.grad(lambda k: (mx.grad(r)(xs[0], k) * u).sum())(xs[1])
+    close(h, np.array(hr), 1e-4, 1e-4)
+
+
 # --- custom kernels ---------------------------------------------------------------------
 
 
@@ -404,6 +529,8 @@ def test_fast_ops_do_not_leak():
                        + mx.fast.rope(x, 16, traditional=False, base=1e4, scale=1.0, offset=1).sum())
         mx.eval(mx.value_and_grad(f)(x))
         mx.eval(mx.fast.gated_delta_update(x, x, x, x[..., 0], x[..., 0]))
+        gd = lambda q: mx.fast.gated_delta_update(q, x * 0.1, x, mx.sigmoid(x[..., 0]), x[..., 1])[0].sum()
+        mx.eval(mx.grad(gd)(x), mx.vmap(mx.grad(gd))(x[None]))
 
     for _ in range(3):
         cycle()

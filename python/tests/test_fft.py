@@ -136,6 +136,23 @@ def test_complex_transforms_of_real_input(engine, op, kwargs, shape):
     close(got, getattr(np.fft, op)(x.astype(np.float64), **kwargs))
 
 
+@pytest.mark.parametrize("shape,kwargs", [
+    ((64, 96), {}), ((17, 33), {}), ((2, 31, 64), {"axes": [0, 2]}), ((5, 6, 7, 8), {}),
+    ((12, 20), {"s": [9, 30]}), ((3, 16, 10), {"axes": [1, 2], "s": [20, 7]}),
+])
+def test_real_input_fft2_fftn_half_spectrum_path(engine, shape, kwargs):
+    # The kernel transforms half the bins of a real input and mirrors the
+    # rest; padding, cropping and odd/even lengths on every transformed axis.
+    x = rrand(shape, seed=9)
+    op = "fftn" if len(shape) > 2 and "axes" not in kwargs else "fft2"
+    if op == "fft2" and len(shape) > 2 and "axes" not in kwargs:
+        kwargs = {**kwargs, "axes": [-2, -1]}
+    close(getattr(mx.fft, op)(mx.array(x), **kwargs), getattr(np.fft, op)(x.astype(np.float64), **kwargs))
+    t = rrand(shape, seed=10)
+    (_, (tan,)) = mx.jvp(lambda v: mx.fft.fft2(v, axes=[0, -1]), [mx.array(x)], [mx.array(t)])
+    close(tan, np.fft.fft2(t.astype(np.float64), axes=[0, -1]))
+
+
 def test_fft2_4d_and_views(engine):
     x = crand((3, 4, 6, 10))
     close(mx.fft.fft2(mx.array(x)), np.fft.fft2(x))

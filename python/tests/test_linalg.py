@@ -404,6 +404,21 @@ def test_singular_inputs_raise_at_evaluation():
 
 
 @pytest.mark.loom_only
+def test_bad_input_errors_name_the_op_and_shapes():
+    # Beyond MLX's messages: the shape that was wrong, and for a singular
+    # matrix the primitive and its input shapes (added at evaluation).
+    for fn, op in [(mx.linalg.inv, "inv"), (mx.linalg.cholesky, "cholesky"),
+                   (mx.linalg.eigh, "eigh"), (mx.linalg.det, "det")]:
+        with pytest.raises(ValueError, match=rf"\[linalg::{op}\].*shape \(4,2,3\)"):
+            fn(mx.ones((4, 2, 3)), stream=CPU)
+    a = mx.stack([mx.eye(3), mx.zeros((3, 3))])
+    with pytest.raises(RuntimeError, match=r"(?s)\[Solve::eval_cpu\] The matrix is singular.*Solve.*\(2,3,3\)"):
+        mx.eval(mx.linalg.solve(a, mx.ones((2, 3, 1)), stream=CPU))
+    with pytest.raises(RuntimeError, match=r"(?s)\[Inverse::eval_cpu\].*Inverse.*\(3,3\)"):
+        mx.eval(mx.linalg.inv(mx.zeros((3, 3)), stream=CPU))
+
+
+@pytest.mark.loom_only
 def test_empty_matrices():
     # MLX crashes (SIGFPE) on a 0 x 0 inverse; Loom returns empty results.
     assert mx.linalg.inv(mx.zeros((0, 0)), stream=CPU).shape == (0, 0)

@@ -87,6 +87,85 @@ def test_nvfp4_global_scale_matches_mlx():
     np.testing.assert_allclose(np.array(d), FIX["nvfp4_global_d32"], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("src", ["ties", "w"])
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_nvfp4_global_scale_matches_mlx_on_every_dtype(name, src, which):
+    # Half inputs: MLX divides by the E4M3 scale in the input's type, then
+    # multiplies by 448 * 6 / global_scale in float32; near-ties depend on it.
+    w = mx.array(FIX[f"{src}_{name}" if src == "ties" else f"w_{name}"]).astype(DTYPES[name])
+    key = f"{src}_nvfp4_global{which}_{name}"
+    g = mx.array(FIX[key + "_g"])
+    q, s = mx.quantize(w, mode="nvfp4", global_scale=g)
+    np.testing.assert_array_equal(np.array(q), FIX[key + "_q"])
+    np.testing.assert_array_equal(np.array(s), FIX[key + "_s"])
+    d = mx.dequantize(mx.array(FIX[key + "_q"]), mx.array(FIX[key + "_s"]), mode="nvfp4",
+                      global_scale=g, dtype=DTYPES[name])
+    assert d.dtype == mx.float32  # promoted with the float32 global scale, as MLX does
+    np.testing.assert_array_equal(np.array(d), FIX[key + "_d"])
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_quantize_near_ties_matches_mlx_bit_for_bit(name):
+    w = mx.array(FIX[f"ties_{name}"]).astype(DTYPES[name])
+    for gs in (32, 64, 128):
+        for bits in AFFINE_BITS:
+            q, s, b = mx.quantize(w, gs, bits)
+            key = f"ties_affine_{name}_{gs}_{bits}"
+            np.testing.assert_array_equal(np.array(q), FIX[key + "_q"], err_msg=key)
+            np.testing.assert_array_equal(as_np(s), FIX[key + "_s"], err_msg=key)
+            np.testing.assert_array_equal(as_np(b), FIX[key + "_b"], err_msg=key)
+    for mode in FP_MODES:
+        q, s = mx.quantize(w, mode=mode)
+        np.testing.assert_array_equal(np.array(q), FIX[f"ties_{mode}_{name}_q"], err_msg=mode)
+        np.testing.assert_array_equal(np.array(s), FIX[f"ties_{mode}_{name}_s"], err_msg=mode)
+
+
+@pytest.mark.parametrize("shape,kw,message", [
+    ((64,), {"group_size": 48}, "[quantize] The matrix to be quantized must have at least 2 dimension"),
+    ((4, 64), {"group_size": 48, "bits": 7},
+     "[quantize] The last dimension of the matrix needs to be divisible by the quantization group "
+     "size 48. However the provided  matrix has shape (4,64)"),
+    ((4, 60), {"group_size": 32, "bits": 7}, "group size 32. However the provided  matrix has shape (4,60)"),
+    ((4, 96), {"group_size": 48}, "[quantize] The requested group size 48 is not supported."),
+    ((4, 64), {"group_size": 32, "bits": 7}, "[quantize] The requested number of bits 7 is not supported."),
+    ((4, 48), {"group_size": 32, "mode": "nvfp4"}, "size 32. However the provided  matrix has shape (4,48)"),
+    ((4, 64), {"group_size": 32, "mode": "nvfp4"}, "[quantize] nvfp4 quantization requires group size 16 but got 32."),
+])
+def test_quantize_checks_the_matrix_before_the_parameters(shape, kw, message):
+    # MLX's order: rank, type and divisibility of the matrix, then group size
+    # and bits; the divisibility message names the shape.
+    with pytest.raises(ValueError) as info:
+        mx.quantize(mx.ones(shape), **kw)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("mode", ["mxfp4", "mxfp8", "nvfp4", "nvfp4g"])
+def test_fp_modes_with_non_finite_and_huge_values_match_mlx(name, mode):
+    # A NaN propagates through the group maximum; mx scales of inf/NaN are
+    # byte 128 (float32) or 0 (half), mxfp4 divides by them and mxfp8 by
+    # zero; E2M1 of an inf, a NaN or a huge quotient is MLX's nearest-value
+    # search (code 0).
+    w = mx.array(FIX["special"]).astype(DTYPES[name])
+    kw = {"mode": "nvfp4", "global_scale": mx.array(np.float32(2.0))} if mode == "nvfp4g" else {"mode": mode}
+    q, s = mx.quantize(w, **kw)
+    key = f"special_{mode}_{name}"
+    np.testing.assert_array_equal(np.array(s), FIX[key + "_s"])
+    np.testing.assert_array_equal(np.array(q), FIX[key + "_q"])
+
+
+@pytest.mark.loom_only  # MLX 0.32.4 raises "[reshape] Cannot reshape array of size 16 into shape (0,4,8)"
+def test_nvfp4_of_a_single_group():
+    # The E2M1 grid times 0.5 (an exact E4M3 scale): the round trip is exact.
+    grid = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    w = mx.array(0.5 * grid[None])
+    q, s = mx.quantize(w, mode="nvfp4")
+    assert q.shape == (1, 2) and s.shape == (1, 1)
+    d = mx.dequantize(q, s, mode="nvfp4", dtype=mx.float32)
+    np.testing.assert_array_equal(np.array(d), np.array(w))
+
+
 def test_affine_packing_is_a_little_endian_bit_stream():
     # Values 0..7 in 3 bits: the larger edge (7) is exact, so the scale is -1,
     # the bias 7 and element i's code 7 - i, at bits [3i, 3i+3) of the row.
@@ -344,6 +423,63 @@ def test_gather_qmm_matches_per_matrix_products():
     assert y.shape == (2, 1, 1, 32)
 
 
+def _gather_qmm_vmap_case(seed, mode):
+    rng = np.random.default_rng(seed)
+    V = 3
+    kw = {"mode": mode} if mode != "affine" else {"group_size": 32, "bits": 4}
+    ws = mx.array(rng.standard_normal((V, 4, 16, 64)).astype(np.float32))
+    parts = [mx.quantize(ws[i], **kw) for i in range(V)]
+    stacked = [mx.stack([p[j] for p in parts]) for j in range(len(parts[0]))]
+    x = mx.array(rng.standard_normal((V, 3, 2, 64)).astype(np.float32))
+    lhs = mx.array(rng.integers(0, 3, (V, 5)).astype(np.int32))
+    rhs = mx.array(rng.integers(0, 4, (V, 5)).astype(np.int32))
+    return kw, stacked, x, lhs, rhs
+
+
+@pytest.mark.loom_only  # MLX 0.32.4 has no vmap rule for gather_qmm
+@pytest.mark.parametrize("mode", ["affine", "mxfp4", "nvfp4"])
+@pytest.mark.parametrize("mapped", ["x", "w", "lhs", "rhs", "x_rhs", "w_lhs", "all"])
+def test_gather_qmm_under_vmap_matches_a_loop(mode, mapped):
+    kw, wparts, x, lhs, rhs = _gather_qmm_vmap_case(21, mode)
+    V = x.shape[0]
+    names = ["x", "w", "lhs", "rhs"]
+    on = {n: mapped == "all" or n in mapped.split("_") for n in names}
+
+    def f(x, wparts, lhs, rhs):
+        s, b = wparts[1], (wparts[2] if len(wparts) > 2 else None)
+        return mx.gather_qmm(x, wparts[0], s, b, lhs_indices=lhs, rhs_indices=rhs, **kw)
+
+    args = [x if on["x"] else x[0], wparts if on["w"] else [p[0] for p in wparts],
+            lhs if on["lhs"] else lhs[0], rhs if on["rhs"] else rhs[0]]
+    in_axes = tuple(0 if on[n] else None for n in names)
+    got = mx.vmap(f, in_axes=in_axes)(*args)
+    for v in range(V):
+        i = {n: v if on[n] else 0 for n in names}
+        pick = [x[i["x"]], [p[i["w"]] for p in wparts], lhs[i["lhs"]], rhs[i["rhs"]]]
+        np.testing.assert_allclose(np.array(got[v]), np.array(f(*pick)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.loom_only
+def test_gather_qmm_vmap_on_a_later_axis_and_with_grad():
+    kw, wparts, x, lhs, rhs = _gather_qmm_vmap_case(22, "affine")
+    q, s, b = wparts
+    xt = mx.moveaxis(x, 0, 2)  # mapped axis 2 of (3, 2, V, 64)
+
+    def f(x, rhs):
+        return mx.gather_qmm(x, q[0], s[0], b[0], lhs_indices=lhs[0], rhs_indices=rhs, **kw)
+
+    got = mx.vmap(f, in_axes=(2, 0))(xt, rhs)
+    for v in range(x.shape[0]):
+        np.testing.assert_allclose(np.array(got[v]), np.array(f(x[v], rhs[v])), rtol=1e-5,
+                                   atol=1e-5)
+    # vmap of a gradient: the backward gather_qmm is batched too.
+    gfun = mx.vmap(mx.grad(lambda x, rhs: f(x, rhs).sum()))
+    gv = gfun(x, rhs)
+    for v in range(x.shape[0]):
+        ref = mx.grad(lambda x: f(x, rhs[v]).sum())(x[v])
+        np.testing.assert_allclose(np.array(gv[v]), np.array(ref), rtol=1e-4, atol=1e-4)
+
+
 def test_gather_qmm_gradient_wrt_x():
     rng = np.random.default_rng(13)
     w = mx.array(rng.standard_normal((2, 16, 64)).astype(np.float32))
@@ -483,7 +619,10 @@ def test_quantized_graphs_release_their_memory():
         y = mx.quantized_matmul(x, q, s, b)
         g = mx.grad(lambda x: mx.quantized_matmul(x, q, s, b).sum())(x)
         d = mx.dequantize(q, s, b)
-        mx.eval(y, g, d)
+        qs, ss, bs = (mx.stack([a, a]) for a in (q, s, b))
+        gq = mx.vmap(lambda x, i: mx.gather_qmm(x, qs, ss, bs, rhs_indices=i),
+                     in_axes=(0, 0))(mx.stack([x, x]), mx.array([[0, 1], [1, 1]]))
+        mx.eval(y, g, d, gq)
 
     cycle()
     gc.collect()

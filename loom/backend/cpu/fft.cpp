@@ -405,4 +405,13 @@ void c2r(const cfloat* in, float* out, int64_t outer, int64_t n, int64_t inner) 
   native::c2r(in, out, outer, n, inner);
 }
 
+bool r2c_full_rows(const float* in, cfloat* out, int64_t rows, int64_t n) {
+  return use_fftw() && fftw::r2c_full_rows(in, out, rows, n);
+}
+
+bool c2c_partial_columns(const cfloat* in, cfloat* out, int64_t outer, int64_t m, int64_t inner,
+                         int64_t seg, int64_t used, bool inverse) {
+  return use_fftw() && fftw::c2c_partial_columns(in, out, outer, m, inner, seg, used, inverse);
+}
+
 } // namespace loom::cpu::fft

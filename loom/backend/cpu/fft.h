@@ -34,6 +34,17 @@ void r2c(const float* in, cfloat* out, int64_t outer, int64_t n, int64_t inner);
 // ignored, as NumPy does), out [outer, n, inner].
 void c2r(const cfloat* in, float* out, int64_t outer, int64_t n, int64_t inner);
 
+// The forward c2c transform of a real input over [rows, n] (its last axis)
+// and then [outer, m, inner] columns for each other axis, done on FFTW as
+// r2c rows written into full-width rows (bins 0..n/2) and column passes over
+// those bins only (columns c with c % n < n / 2 + 1): about half the work of
+// the complex transform; the caller fills the other bins by symmetry. Each
+// returns false, having done nothing, where FFTW is not in use or cannot
+// describe the problem.
+bool r2c_full_rows(const float* in, cfloat* out, int64_t rows, int64_t n);
+bool c2c_partial_columns(const cfloat* in, cfloat* out, int64_t outer, int64_t m, int64_t inner,
+                         int64_t seg, int64_t used, bool inverse);
+
 // --- engines (fft.cpp holds the native one, fft_fftw.cpp FFTW) -----------
 
 namespace native {
@@ -50,6 +61,9 @@ bool available();
 bool c2c(const cfloat* in, cfloat* out, int64_t outer, int64_t n, int64_t inner, bool inverse);
 bool r2c(const float* in, cfloat* out, int64_t outer, int64_t n, int64_t inner);
 bool c2r(const cfloat* in, float* out, int64_t outer, int64_t n, int64_t inner);
+bool r2c_full_rows(const float* in, cfloat* out, int64_t rows, int64_t n);
+bool c2c_partial_columns(const cfloat* in, cfloat* out, int64_t outer, int64_t m, int64_t inner,
+                         int64_t seg, int64_t used, bool inverse);
 } // namespace fftw
 
 } // namespace loom::cpu::fft

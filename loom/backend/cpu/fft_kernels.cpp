@@ -35,6 +35,61 @@ void scale_all(T* data, size_t count, float scale) {
   });
 }
 
+// After a forward transform of a real array over `axes` (the last axis
+// among them) has filled bins 0..n/2 of every row, the other bins follow by
+// Hermitian symmetry: X[k] = conj(X[-k]), indices negated modulo the length
+// on every transformed axis. Rows only read bins below n/2 + 1 and only
+// write those above, so they fill in parallel.
+void hermitian_fill(cfloat* dst, const Shape& shape, const std::vector<int>& axes) {
+  const int d = static_cast<int>(shape.size());
+  const int64_t n = shape[d - 1], h = n / 2 + 1;
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < d; ++i) rows *= shape[i];
+  std::vector<bool> flip(d, false);
+  for (int a : axes) flip[a] = true;
+  cpu::parallel_for(static_cast<size_t>(rows), 16, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      int64_t rest = static_cast<int64_t>(r), mirror = 0, stride = 1;
+      for (int i = d - 2; i >= 0; --i) {
+        const int64_t idx = rest % shape[i];
+        rest /= shape[i];
+        mirror += (flip[i] ? (shape[i] - idx) % shape[i] : idx) * stride;
+        stride *= shape[i];
+      }
+      cfloat* row = dst + static_cast<int64_t>(r) * n;
+      const cfloat* from = dst + mirror * n;
+      for (int64_t k = h; k < n; ++k) row[k] = std::conj(from[n - k]);
+    }
+  });
+}
+
+// The forward complex transform of a real input over `axes`, the array's
+// last axis among them: r2c rows and column passes over bins 0..n/2 only
+// (about half the work of the complex transform), then the symmetry above.
+// False (nothing done) when the engine has no such path.
+bool real_input_forward(const float* src, cfloat* dst, const Shape& shape,
+                        const std::vector<int>& axes) {
+  const int d = static_cast<int>(shape.size());
+  const int64_t n = shape[d - 1], h = n / 2 + 1;
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < d; ++i) rows *= shape[i];
+  if (!cpu::fft::r2c_full_rows(src, dst, rows, n)) return false;
+  std::vector<int> order = axes;
+  std::sort(order.rbegin(), order.rend());
+  size_t i = 1;
+  for (; i < order.size(); ++i) {
+    Lines l = lines_of(shape, order[i]);
+    if (!cpu::fft::c2c_partial_columns(dst, dst, l.outer, l.n, l.inner, n, h, false)) break;
+  }
+  // Symmetric over the axes done so far; any left run over every column.
+  hermitian_fill(dst, shape, std::vector<int>(order.begin(), order.begin() + i));
+  for (; i < order.size(); ++i) {
+    Lines l = lines_of(shape, order[i]);
+    cpu::fft::c2c(dst, dst, l.outer, l.n, l.inner, false);
+  }
+  return true;
+}
+
 } // namespace
 
 void FFT::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
@@ -43,7 +98,26 @@ void FFT::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
   out.set_data(allocator::allocate(out.nbytes()));
   if (out.size() == 0) return;
   const int last = axes_.back();
-  if (!real_) {
+  if (!real_ && in.dtype() == float32) {
+    // A real input (the op passes float32 rather than casting to complex).
+    const float* src = in.data<float>();
+    cfloat* dst = out.data<cfloat>();
+    const bool last_transformed =
+        std::find(axes_.begin(), axes_.end(), out.ndim() - 1) != axes_.end();
+    const bool done =
+        !inverse_ && last_transformed && real_input_forward(src, dst, out.shape(), axes_);
+    if (!done) {
+      cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) dst[i] = cfloat(src[i], 0.0f);
+      });
+      std::vector<int> order = axes_;
+      std::sort(order.rbegin(), order.rend());
+      for (int ax : order) {
+        Lines l = lines_of(out.shape(), ax);
+        cpu::fft::c2c(dst, dst, l.outer, l.n, l.inner, inverse_);
+      }
+    }
+  } else if (!real_) {
     const cfloat* src = in.data<cfloat>();
     cfloat* dst = out.data<cfloat>();
     // Innermost axis first: the out-of-place pass reads contiguous lines.

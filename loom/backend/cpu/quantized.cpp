@@ -82,30 +82,60 @@ void affine_group(const T* w, int group_size, int bits, uint32_t* codes, T* scal
 template <typename T>
 void fp_group(const T* w, int group_size, QuantizationMode mode, const float* global_scale,
               uint32_t* codes, uint8_t* scale_out) {
+  // A NaN propagates through the maximum, as in MLX's reduction.
   float amax = 0.0f;
-  for (int j = 0; j < group_size; ++j) amax = std::max(amax, std::fabs(static_cast<float>(w[j])));
+  for (int j = 0; j < group_size; ++j) {
+    const float v = std::fabs(static_cast<float>(w[j]));
+    amax = v != v ? v : std::max(amax, v);
+  }
   uint32_t byte;
   float scale;
+  // With a global scale, MLX divides by the E4M3 scale in the input's type
+  // and multiplies the rounded quotient by 448 * 6 / global_scale in float32
+  // (measured on its wheel: rounding the quotient to half precision first
+  // moves ~1/1000 of the codes that sit near a tie).
+  float factor = 1.0f;
   if (mode == QuantizationMode::nvfp4) {
     if (global_scale != nullptr) {
-      const float factor = 448.0f * 6.0f / *global_scale;
+      factor = 448.0f * 6.0f / *global_scale;
       byte = e4m3_code(to_t<T>(amax / 6.0f) * factor);
-      scale = e4m3_value(byte) / factor;
     } else {
       byte = e4m3_code(to_t<T>(amax / 6.0f));
-      scale = e4m3_value(byte);
     }
+    scale = e4m3_value(byte);
   } else {
     const float top = mode == QuantizationMode::mxfp4 ? 6.0f : 448.0f;
-    byte = e8m0_code(to_t<T>(amax / top));
+    const float raw = to_t<T>(amax / top);
+    byte = e8m0_code(raw);
     scale = e8m0_value(byte);
+    if (!std::isfinite(raw)) {
+      // Measured on the wheel: the byte is 128 from float32 input and 0 from
+      // half input; mxfp4 divides by the non-finite value itself, mxfp8 by
+      // zero (w / 0: +-inf by sign, 0 / 0 the negative default NaN, a NaN
+      // stays itself; E4M3 saturates each with its sign).
+      if (!std::is_same_v<T, float>) byte = 0;
+      if (mode == QuantizationMode::mxfp8) {
+        *scale_out = static_cast<uint8_t>(byte);
+        BitWriter out{codes};
+        for (int j = 0; j < group_size; ++j) {
+          const float v = static_cast<float>(w[j]);
+          out.put(v != v ? e4m3_code(v) : (v > 0.0f ? 0x7eu : 0xfeu), 8);
+        }
+        return;
+      }
+      scale = raw;
+    }
   }
   *scale_out = static_cast<uint8_t>(byte);
   const bool fp8 = mode == QuantizationMode::mxfp8;
   const int bits = fp8 ? 8 : 4;
   BitWriter out{codes};
   for (int j = 0; j < group_size; ++j) {
-    const float x = scale == 0.0f ? 0.0f : static_cast<float>(w[j]) / scale;
+    float x = 0.0f;
+    if (scale != 0.0f) {
+      x = static_cast<float>(w[j]) / scale;
+      if (global_scale != nullptr) x = to_t<T>(x) * factor;
+    }
     out.put(fp8 ? e4m3_code(x) : fp4_code(x), bits);
   }
 }

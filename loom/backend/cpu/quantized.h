@@ -19,8 +19,24 @@ inline constexpr float kFp4Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f
 
 inline float fp4_value(uint32_t code) { return kFp4Values[code & 15u]; }
 
+// MLX picks the nearest of the 16 values by |x - value| in float32, the
+// first (lowest code) on a tie. Below 2^22 the distances are exact enough
+// that fixed thresholds give the same codes; beyond (and for inf or NaN,
+// where every distance is equal or NaN: code 0) the search itself runs.
 inline uint32_t fp4_code(float x) {
   const float a = std::fabs(x);
+  if (!(a < 4194304.0f)) {
+    uint32_t best_code = 0;
+    float best = INFINITY;
+    for (uint32_t c = 0; c < 16; ++c) {
+      const float d = std::fabs(x - kFp4Values[c]);
+      if (d < best) {
+        best = d;
+        best_code = c;
+      }
+    }
+    return best_code;
+  }
   uint32_t m =
       (a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) + (a > 5.0f);
   return (x < 0.0f && m != 0) ? (m | 8u) : m;

@@ -71,6 +71,50 @@ def main() -> None:
             _, s, b = mx.quantize(w, 64, bits)
             return (s * cs).sum() + (b * cb).sum()
         out[f"grad_quantize_{bits}"] = np.array(mx.grad(f)(w))
+    # Ties: values on a quarter grid times a per-row factor land exactly
+    # between codes often; nvfp4 with a global scale on every dtype (half
+    # inputs divide in their own type first, a rounding that decides ties).
+    ties = (rng.integers(-24, 25, (16, 512)) / 4 *
+            rng.choice([1, 0.5, 3, 1 / 3, 7, 1e-3], (16, 1))).astype(np.float32)
+    for name, dt in DTYPES.items():
+        w = mx.array(ties).astype(dt)
+        out[f"ties_{name}"] = f32(w)
+        for gs in (32, 64, 128):
+            for bits in (1, 2, 3, 4, 5, 6, 8):
+                q, s, b = mx.quantize(w, gs, bits)
+                key = f"ties_affine_{name}_{gs}_{bits}"
+                out[key + "_q"], out[key + "_s"], out[key + "_b"] = np.array(q), f32(s), f32(b)
+        for mode in ("mxfp4", "mxfp8", "nvfp4"):
+            q, s = mx.quantize(w, mode=mode)
+            out[f"ties_{mode}_{name}_q"], out[f"ties_{mode}_{name}_s"] = np.array(q), np.array(s)
+        for src in ("ties", "w"):
+            x = w if src == "ties" else mx.array(out[f"w_{name}"]).astype(dt)
+            for i, mul in enumerate((0.37, 1.0, 2.5)):
+                g = mx.array(np.float32(np.abs(np.array(x.astype(mx.float32))).max() * mul))
+                q, s = mx.quantize(x, mode="nvfp4", global_scale=g)
+                key = f"{src}_nvfp4_global{i}_{name}"
+                out[key + "_g"], out[key + "_q"], out[key + "_s"] = np.array(g), np.array(q), np.array(s)
+                # MLX returns float32 here whatever dtype is asked for.
+                out[key + "_d"] = np.array(mx.dequantize(q, s, mode="nvfp4", global_scale=g,
+                                                         dtype=dt))
+    # Non-finite and huge values in one element of a row (a zero row and a
+    # tiny one too): the fp modes' scales and codes around them.
+    base = np.linspace(-1, 1, 128).astype(np.float32)
+    special = []
+    for value in [np.nan, np.inf, -np.inf, 0.0, 1e-40, 6e-8, 65504.0, 3e38, -1e-3]:
+        row = base.copy()
+        row[5] = value
+        special.append(row)
+    special += [np.zeros(128, np.float32), np.full(128, 1e-30, np.float32)]
+    special = np.stack(special)
+    out["special"] = special
+    for name, dt in DTYPES.items():
+        w = mx.array(special).astype(dt)
+        for mode in ("mxfp4", "mxfp8", "nvfp4"):
+            q, s = mx.quantize(w, mode=mode)
+            out[f"special_{mode}_{name}_q"], out[f"special_{mode}_{name}_s"] = np.array(q), np.array(s)
+        q, s = mx.quantize(w, mode="nvfp4", global_scale=mx.array(np.float32(2.0)))
+        out[f"special_nvfp4g_{name}_q"], out[f"special_nvfp4g_{name}_s"] = np.array(q), np.array(s)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlx_quantized.npz")
     np.savez_compressed(path, **out)
     print(path, len(out), "arrays")
