@@ -47,6 +47,13 @@ const void* device_data(const array& a, cudaStream_t stream);
 // Gives `out` a fresh row-major device buffer; returns its pointer.
 void* alloc_output(array& out);
 
+// Runs `p` on the GPU as the scheduler would: its GPU kernel, or the CPU
+// fallback. For kernels that run other primitives (a fused region op by op).
+void eval_primitive(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs);
+
+// Number of multiprocessors of GPU `index`.
+int multiprocessor_count(int index);
+
 // The calling thread's current CUDA device.
 int current_device();
 

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "loom/backend/cuda/codegen.h"
 #include "loom/backend/cuda/cuda.h"
 
 namespace loom::cuda {
@@ -140,6 +141,8 @@ std::string cubin_for(const std::string& source, int arch) {
 
 } // namespace
 
+std::string nvrtc_build(const std::string& source, int arch) { return build_cubin(source, arch); }
+
 cudaKernel_t jit_kernel(const std::string& kernel_name,
                         const std::function<std::string()>& make_source) {
   static std::mutex m;
@@ -182,6 +185,7 @@ __device__ __forceinline__ float loom_ld(loom_bf16 h) {
   return __uint_as_float(((unsigned)h.bits) << 16);
 }
 template <typename T> __device__ __forceinline__ T loom_ld(T x) { return x; }
+template <typename T> struct alignas(4 * sizeof(T)) loom_vec4 { T v[4]; };
 __device__ __forceinline__ void loom_st(loom_half* p, float v) {
   unsigned short b; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(v)); p->bits = b;
 }
