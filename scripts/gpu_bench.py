@@ -2,6 +2,7 @@
 device work is synchronised before each clock read)."""
 
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -22,7 +23,35 @@ def bench(fn, repeat=20, warmup=3):
     return statistics.median(times) * 1e3
 
 
+def overheads():
+    """Launch overhead and host-to-device upload only (for variant runs)."""
+    g = mx.gpu
+    host = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
+
+    def host_built_upload():
+        m = mx.array(host)
+        mx.eval(mx.add(m, 0.0, stream=g))
+
+    print(f"  host-built 4096^2 + upload + add: {bench(host_built_upload, repeat=5, warmup=1):.2f} ms")
+    small = mx.ones((16,), stream=g)
+    mx.eval(small)
+
+    def chain(each):
+        y = small
+        for _ in range(1000):
+            y = mx.add(y, 1.0, stream=g)
+            if each:
+                mx.eval(y)
+        mx.eval(y)
+
+    print(f"  1000 chained tiny adds: eval once {bench(lambda: chain(False), repeat=5):.2f}, "
+          f"eval each {bench(lambda: chain(True), repeat=3):.2f} us/op")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "overheads":
+        overheads()
+        return
     print("default device:", mx.default_device(), mx.device_info(mx.gpu))
     g = mx.gpu
     n = 1 << 28  # 1 GiB of float32
