@@ -109,6 +109,14 @@ TEST(CudaCodegen, OpsWithoutADeviceFormAreDeclined) {
   Compiled c2(s(), 1, std::move(cast), {1});
   EXPECT_TRUE(cuda::fused_kernel_source(c2, {float32}, "c", {int32}, false).empty());
 }
+TEST(CudaCodegen, SoftmaxAndLogSumExpRowsBuild) {
+  for (Dtype d : {float32, float16, bfloat16, float64}) {
+    for (bool lse : {false, true}) {
+      std::string src = cuda::row_softmax_source("loom_row_test", d, lse);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+}
 #else
 TEST(CudaCodegen, SkippedWithoutTheCudaBackend) {
   GTEST_SKIP() << "Loom was built without the CUDA backend (LOOM_CUDA=OFF or no toolkit)";

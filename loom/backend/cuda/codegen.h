@@ -38,6 +38,10 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
                                 const std::vector<Dtype>& input_dtypes, const std::string& modes,
                                 const std::vector<Dtype>& output_dtypes, bool vec);
 
+// The source of kernel `name`: softmax (or, with `logsumexp`, logsumexp) of
+// each row of the last axis, one block per row.
+std::string row_softmax_source(const std::string& name, Dtype d, bool logsumexp);
+
 // Builds `source` with NVRTC for sm_`arch` (no GPU needed) and returns the
 // cubin; raises a RuntimeError with NVRTC's log when it does not build.
 std::string nvrtc_build(const std::string& source, int arch);
