@@ -117,6 +117,14 @@ TEST(CudaCodegen, SoftmaxAndLogSumExpRowsBuild) {
     }
   }
 }
+TEST(CudaCodegen, ArgReduceRowsBuild) {
+  for (Dtype d : {float32, float16, bfloat16, float64, int8, uint8, int32, int64, uint64}) {
+    for (bool is_max : {false, true}) {
+      std::string src = cuda::arg_reduce_source("loom_arg_test", d, is_max);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+}
 #else
 TEST(CudaCodegen, SkippedWithoutTheCudaBackend) {
   GTEST_SKIP() << "Loom was built without the CUDA backend (LOOM_CUDA=OFF or no toolkit)";

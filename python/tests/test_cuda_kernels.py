@@ -58,3 +58,25 @@ def test_softmax_and_logsumexp_edge_values_on_gpu():
               lambda s: mx.logsumexp(x, axis=-1, stream=s)):
         np.testing.assert_allclose(np.array(f(mx.gpu)), np.array(f(mx.cpu)), rtol=1e-6,
                                    equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32", "uint8", "int64"])
+@pytest.mark.parametrize("cols", [1, 31, 300, 4099])
+def test_argmax_argmin_on_gpu_match_cpu(dtype, cols):
+    rng = np.random.default_rng(cols)
+    h = rng.integers(0, 50, size=(6, cols)).astype(np.float32)  # ties: the first index wins
+    x = mx.array(h).astype(getattr(mx, dtype))
+    for f in (mx.argmax, mx.argmin):
+        for kw in ({"axis": -1}, {"axis": 1, "keepdims": True}, {}):
+            g = f(x, stream=mx.gpu, **kw)
+            c = f(x, stream=mx.cpu, **kw)
+            assert g.dtype == c.dtype
+            np.testing.assert_array_equal(np.array(g), np.array(c))
+
+
+def test_argmax_with_nan_on_gpu_picks_the_first_nan():
+    nan = float("nan")
+    x = mx.array([[1.0, nan, 3.0, nan], [2.0, 2.0, 1.0, 0.0], [-1.0, -2.0, nan, 9.0]])
+    for f in (mx.argmax, mx.argmin):
+        np.testing.assert_array_equal(np.array(f(x, axis=1, stream=mx.gpu)),
+                                      np.array(f(x, axis=1, stream=mx.cpu)))

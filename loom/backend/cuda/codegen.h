@@ -42,6 +42,10 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
 // each row of the last axis, one block per row.
 std::string row_softmax_source(const std::string& name, Dtype d, bool logsumexp);
 
+// The source of kernel `name`: the index (uint32) of the maximum (`is_max`)
+// or minimum of each row, one block per row.
+std::string arg_reduce_source(const std::string& name, Dtype d, bool is_max);
+
 // Builds `source` with NVRTC for sm_`arch` (no GPU needed) and returns the
 // cubin; raises a RuntimeError with NVRTC's log when it does not build.
 std::string nvrtc_build(const std::string& source, int arch);
