@@ -349,9 +349,8 @@ bool compiled_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
   args.push_back(layout_bytes.data());
   constexpr unsigned threads = 256;
   size_t work = vec ? (n + 3) / 4 : n;
-  size_t blocks =
-      std::min<size_t>((work + threads - 1) / threads,
-                       static_cast<size_t>(multiprocessor_count(current_device())) * 16);
+  // One thread per unit of work keeps the most loads in flight.
+  size_t blocks = std::min<size_t>((work + threads - 1) / threads, 0x7fffffffu);
   check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                          dim3(threads), args.data(), 0, stream),
         "cudaLaunchKernel (fused region)");
