@@ -76,12 +76,14 @@ class DevicePool final : public allocator::Allocator {
     return allocator::Buffer{p, bytes};
   }
 
-  // Frees are ordered on the legacy stream, which waits for all earlier work
-  // on every (blocking) stream: a buffer read by a kernel still running on
-  // another stream is not reused under it.
+  // With one GPU stream, frees are ordered on it. With several, on the
+  // legacy stream, which waits for all earlier work on every (blocking)
+  // stream: a buffer read by a kernel still running on another stream is not
+  // reused under it. (That wait costs each free a barrier across streams.)
   void free(allocator::Buffer b) override {
     if (b.ptr == nullptr) return;
-    cudaFreeAsync(b.ptr, cudaStreamLegacy);
+    cudaStream_t s = sole_stream();
+    cudaFreeAsync(b.ptr, s != nullptr ? s : cudaStreamLegacy);
     std::lock_guard<std::mutex> lock(mutex_);
     active_ -= b.size;
   }

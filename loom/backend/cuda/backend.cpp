@@ -3,6 +3,8 @@
 // for primitives that have no GPU kernel yet.
 #include "loom/scheduler/backend.h"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -68,6 +70,7 @@ class Completer {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back({ev, std::move(timeline), value});
+      pending_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_one();
   }
@@ -102,18 +105,40 @@ class Completer {
     return ev;
   }
 
+  // Waits for `ev` polling for a while first: a blocking wait wakes late
+  // (tens of us), and a waiter is usually evaluating small kernels.
+  static void wait_event(cudaEvent_t ev) {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      cudaError_t e = cudaEventQuery(ev);
+      if (e != cudaErrorNotReady) break;
+      if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
+        cudaEventSynchronize(ev);
+        break;
+      }
+      std::this_thread::yield();
+    }
+    cudaGetLastError(); // an error still ends the wait: the signal is sent
+  }
+
   void loop() {
     for (;;) {
       Item item;
+      // Poll briefly for the next signal before sleeping on the queue.
+      auto start = std::chrono::steady_clock::now();
+      while (pending_.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() - start < std::chrono::microseconds(100)) {
+        std::this_thread::yield();
+      }
       {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) break;
         item = std::move(queue_.front());
         queue_.pop_front();
+        pending_.fetch_sub(1, std::memory_order_relaxed);
       }
-      cudaEventSynchronize(item.event); // an error still ends the wait: signal
-      cudaGetLastError();
+      wait_event(item.event);
       scheduler::signal_timeline(*item.timeline, item.value);
       item.timeline.reset();
       std::lock_guard<std::mutex> lock(mutex_);
@@ -126,12 +151,14 @@ class Completer {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
+  std::atomic<size_t> pending_{0}; // queue_.size(), read without the lock
   std::vector<cudaEvent_t> free_;
   bool stop_ = false;
 };
 
 class CudaBackend;
 CudaBackend* g_backend = nullptr;
+std::atomic<cudaStream_t> g_sole_stream{nullptr};
 
 class CudaBackend final : public scheduler::DeviceBackend {
  public:
@@ -187,6 +214,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[stream.index] = s;
     completers_[stream.index] = new Completer();
+    update_sole_stream();
   }
 
   void stream_destroyed(const Stream& stream) override {
@@ -202,8 +230,13 @@ class CudaBackend final : public scheduler::DeviceBackend {
         c->second->retire();
         completers_.erase(c);
       }
+      update_sole_stream();
     }
-    cudaStreamDestroy(s); // returns at once; the stream goes when its work is done
+    // Its kernels finish first: once it is gone the remaining stream may be
+    // the sole one, whose frees assume no other stream reads their buffers.
+    cudaStreamSynchronize(s);
+    cudaGetLastError();
+    cudaStreamDestroy(s);
   }
 
   std::map<std::string, std::variant<std::string, size_t>> device_info(int index) override {
@@ -249,6 +282,16 @@ class CudaBackend final : public scheduler::DeviceBackend {
     auto c = completers_.find(stream.index);
     t_completer = c != completers_.end() ? c->second : nullptr;
     return t_stream;
+  }
+
+  // Called under mutex_.
+  void update_sole_stream() {
+    static const bool legacy = [] {
+      const char* v = std::getenv("LOOM_CUDA_FREE_LEGACY");
+      return v != nullptr && std::string(v) == "1";
+    }();
+    g_sole_stream.store(streams_.size() == 1 && !legacy ? streams_.begin()->second : nullptr,
+                        std::memory_order_release);
   }
 
   // Beyond MLX: a primitive without a GPU kernel runs on the CPU, on this
@@ -306,6 +349,8 @@ struct Registration {
 } // namespace
 
 cudaStream_t current_stream() { return t_stream; }
+
+cudaStream_t sole_stream() { return g_sole_stream.load(std::memory_order_acquire); }
 
 void register_kernel(std::type_index primitive, Kernel kernel) {
   kernel_table()[primitive] = kernel;

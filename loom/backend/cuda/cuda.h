@@ -34,6 +34,11 @@ allocator::Allocator& device_pool(int index);
 // legacy default stream outside a GPU worker).
 cudaStream_t current_stream();
 
+// The CUDA stream of the only GPU stream there is, or null when there are
+// several (or none). With one stream every kernel is ordered on it, so a
+// buffer freed there is never reused under a kernel still reading it.
+cudaStream_t sole_stream();
+
 // A GPU kernel for one primitive type. It returns false, before touching
 // anything, when it does not handle this case (a dtype or layout it lacks);
 // the primitive then runs on the CPU.
