@@ -41,7 +41,7 @@ grep -E "FAILED|Error" "$OUT/pytest_cuda.log" | head -30
 echo "== timings"
 timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
 # The same overheads with the former mechanisms switched back on, to compare.
-for v in LOOM_CUDA_HOST_FUNC_SIGNALS=1 LOOM_CUDA_STAGING=0; do
+for v in LOOM_CUDA_HOST_FUNC_SIGNALS=1 LOOM_CUDA_STAGING=0 LOOM_CUDA_FREE_LEGACY=1; do
   echo "variant $v:" | tee -a "$OUT/bench.txt"
   env $v timeout 60 $PY scripts/gpu_bench.py overheads 2>&1 | tee -a "$OUT/bench.txt"
 done

@@ -46,6 +46,19 @@ def overheads():
 
     print(f"  1000 chained tiny adds: eval once {bench(lambda: chain(False), repeat=5):.2f}, "
           f"eval each {bench(lambda: chain(True), repeat=3):.2f} us/op")
+    tiny = mx.ones((16,), stream=mx.cpu)
+
+    def cpu_chain(each):
+        y = tiny
+        for _ in range(1000):
+            y = mx.add(y, 1.0, stream=mx.cpu)
+            if each:
+                mx.eval(y)
+        mx.eval(y)
+
+    print(f"  the same on the CPU (host overhead alone): eval once "
+          f"{bench(lambda: cpu_chain(False), repeat=5):.2f}, "
+          f"eval each {bench(lambda: cpu_chain(True), repeat=3):.2f} us/op")
 
 
 def main():
@@ -114,6 +127,7 @@ def main():
 
     print(f"1000 chained tiny adds, eval once: {bench(lambda: chain(False), repeat=5) :.2f} us/op")
     print(f"1000 chained tiny adds, eval each: {bench(lambda: chain(True), repeat=3) :.2f} us/op")
+    overheads()
 
 
 if __name__ == "__main__":
