@@ -26,6 +26,6 @@ print(f"x*2 {a.nbytes/2**20:.0f} MiB {ms:.3f} ms {2 * a.nbytes / ms / 1e9:.2f} T
 gb.overheads()
 PY
 LOOM_CUDA_FREE_LEGACY=1 timeout 40 $PY scripts/gpu_bench.py overheads 2>&1 | sed 's/^/legacy frees: /' | tee -a "$OUT/quick_bench.txt"
-(cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout 90 $PY -m pytest -q -x -p no:cacheprovider \
+(cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout 90 $PY -m pytest -q -p no:cacheprovider \
   -n 8 test_cuda_compile.py test_cuda_kernels.py test_cuda.py test_devices_memory.py test_seed_examples.py \
   test_interop.py test_compile.py test_hardening.py 2>&1 | tail -25) | tee "$OUT/quick_tests.txt"
