@@ -2,6 +2,7 @@
 device work is synchronised before each clock read)."""
 
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -22,7 +23,48 @@ def bench(fn, repeat=20, warmup=3):
     return statistics.median(times) * 1e3
 
 
+def overheads():
+    """Launch overhead and host-to-device upload only (for variant runs)."""
+    g = mx.gpu
+    host = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
+
+    def host_built_upload():
+        m = mx.array(host)
+        mx.eval(mx.add(m, 0.0, stream=g))
+
+    print(f"  host-built 4096^2 + upload + add: {bench(host_built_upload, repeat=5, warmup=1):.2f} ms")
+    small = mx.ones((16,), stream=g)
+    mx.eval(small)
+
+    def chain(each):
+        y = small
+        for _ in range(1000):
+            y = mx.add(y, 1.0, stream=g)
+            if each:
+                mx.eval(y)
+        mx.eval(y)
+
+    print(f"  1000 chained tiny adds: eval once {bench(lambda: chain(False), repeat=5):.2f}, "
+          f"eval each {bench(lambda: chain(True), repeat=3):.2f} us/op")
+    tiny = mx.ones((16,), stream=mx.cpu)
+
+    def cpu_chain(each):
+        y = tiny
+        for _ in range(1000):
+            y = mx.add(y, 1.0, stream=mx.cpu)
+            if each:
+                mx.eval(y)
+        mx.eval(y)
+
+    print(f"  the same on the CPU (host overhead alone): eval once "
+          f"{bench(lambda: cpu_chain(False), repeat=5):.2f}, "
+          f"eval each {bench(lambda: cpu_chain(True), repeat=3):.2f} us/op")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "overheads":
+        overheads()
+        return
     print("default device:", mx.default_device(), mx.device_info(mx.gpu))
     g = mx.gpu
     n = 1 << 28  # 1 GiB of float32
@@ -40,13 +82,32 @@ def main():
 
     print(f"gelu (32,1000,4096) float32 eager: {bench(gelu, repeat=10):.3f} ms")
 
+    def gelu_fn(x):
+        return x * 0.5 * (1 + mx.erf(x / 1.4142135623730951))
+
+    compiled = mx.compile(gelu_fn)
+    with mx.stream(g):
+        ms = bench(lambda: mx.eval(compiled(a)), repeat=20)
+    print(f"gelu (32,1000,4096) float32 compiled: {ms:.3f} ms, "
+          f"{2 * a.nbytes / ms / 1e9:.2f} TB/s read+write")
+
     host = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
 
     def host_built_matmul():
         m = mx.array(host)
         mx.eval(mx.matmul(m, m, stream=g))
 
+    def host_built_only():
+        m = mx.array(host)
+        mx.eval(m)
+
+    def host_built_upload():
+        m = mx.array(host)
+        mx.eval(mx.add(m, 0.0, stream=g))
+
     print(f"host-built 4096^2 float32 + matmul: {bench(host_built_matmul, repeat=5, warmup=1):.2f} ms")
+    print(f"  of which mx.array(numpy) {bench(host_built_only, repeat=5, warmup=1):.2f} ms, "
+          f"+ upload + add {bench(host_built_upload, repeat=5, warmup=1):.2f} ms")
     for dt, size in ((mx.bfloat16, 8192), (mx.float16, 4096), (mx.float32, 4096)):
         m = mx.random.normal((size, size)).astype(dt)
         mx.eval(m)
@@ -66,6 +127,7 @@ def main():
 
     print(f"1000 chained tiny adds, eval once: {bench(lambda: chain(False), repeat=5) :.2f} us/op")
     print(f"1000 chained tiny adds, eval each: {bench(lambda: chain(True), repeat=3) :.2f} us/op")
+    overheads()
 
 
 if __name__ == "__main__":

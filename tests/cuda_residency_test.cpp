@@ -161,7 +161,15 @@ class PretendGpu final : public scheduler::DeviceBackend {
   int device_count() const override { return 1; }
   void eval(Primitive& p, const std::vector<array>& in, std::vector<array>& out) override {
     ++evals;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      last_eval_thread = std::this_thread::get_id();
+    }
     p.eval_cpu(in, out);
+  }
+  std::thread::id last_thread() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_eval_thread;
   }
   void signal_when_done(const Stream&, const std::shared_ptr<scheduler::Timeline>& t,
                         uint64_t value) override {
@@ -177,6 +185,7 @@ class PretendGpu final : public scheduler::DeviceBackend {
   }
   std::atomic<int> evals{0};
   std::atomic<int> signals{0};
+  std::thread::id last_eval_thread;
 
  private:
   // Completes each signal a little later, in submission order.
@@ -265,4 +274,38 @@ TEST(CudaScheduling, EightThreadsDriveDeviceStreams) {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < 8; ++t) EXPECT_EQ(results[t], 256.0f * (t + 100));
+}
+
+// A small node whose stream worker is idle runs on the evaluating thread (a
+// GPU launch costs less than a thread hand-off); large outputs and
+// async_eval go through the worker. Values and order are the same either way.
+TEST(CudaScheduling, SmallNodesLaunchOnTheEvaluatingThreadWhenTheWorkerIsIdle) {
+  if (!install_pretend_gpu()) GTEST_SKIP() << "a GPU backend was probed before this test";
+  const Device gpu(Device::gpu, 0);
+  Stream s = new_stream(gpu);
+  const auto me = std::this_thread::get_id();
+  array x = full({16}, array(0.0f), s);
+  x.eval();
+  int inline_runs = 0;
+  for (int i = 0; i < 200; ++i) {
+    x = add(x, array(1.0f), s);
+    x.eval();
+    inline_runs += g_pretend->last_thread() == me;
+  }
+  EXPECT_EQ(x.data<float>()[15], 200.0f);
+  EXPECT_GE(inline_runs, 190); // the worker is idle after each eval returns
+
+  array big = full({1 << 15}, array(1.0f), s); // 128 KiB: the worker runs it
+  big = add(big, array(1.0f), s);
+  big.eval();
+  EXPECT_NE(g_pretend->last_thread(), me);
+  EXPECT_EQ(big.data<float>()[(1 << 15) - 1], 2.0f);
+
+  array y = x;
+  for (int i = 0; i < 50; ++i) y = add(y, array(1.0f), s);
+  async_eval({y}); // never inline
+  y.eval();
+  EXPECT_NE(g_pretend->last_thread(), me);
+  EXPECT_EQ(y.data<float>()[0], 250.0f);
+  synchronize(s);
 }

@@ -100,8 +100,10 @@ void simplify(Graph& g) {
 
 namespace {
 
+// Regions fuse on every device: the CPU runs them tiled, the GPU as one
+// generated kernel (backend/cuda/compiled.cpp).
 bool fusable(const GraphNode& n) {
-  if (n.shapes.size() != 1 || n.primitive->device().type != Device::cpu) return false;
+  if (n.shapes.size() != 1) return false;
   auto t = n.primitive->traits();
   return (t.elementwise || t.broadcast) && !t.multi_output;
 }
@@ -158,6 +160,8 @@ void fuse(Graph& g) {
         if (in.kind != ValueRef::node) continue;
         int j = in.id;
         if (region[j] >= 0 || !fusable(g.nodes[j]) || g.nodes[j].shapes[0] != shape) continue;
+        // One region runs on one stream: ops placed on another device stay there.
+        if (g.nodes[j].primitive->stream() != g.nodes[i].primitive->stream()) continue;
         if (creates_cycle(j, r)) continue;
         region[j] = r;
         members[r].push_back(j);

@@ -68,8 +68,9 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (backend_ != nullptr || inline_active_ ||
-        timeline_->completed.load(std::memory_order_acquire) != submitted_) {
+    if (inline_active_) return false;
+    if (backend_ != nullptr ? (busy_ || !queue_.empty())
+                            : timeline_->completed.load(std::memory_order_acquire) != submitted_) {
       return false;
     }
     seq = ++submitted_;
@@ -80,7 +81,8 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     inline_active_ = false;
-    timeline_->signal(seq);
+    // Under the lock: the worker's next signal is queued after this one.
+    complete(seq);
   }
   // Work queued by another thread meanwhile waited for this task.
   cv_.notify_one();
@@ -121,6 +123,7 @@ void StreamWorker::loop() {
       if (queue_.empty()) return; // stopping and drained
       item = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     item.task();
     // Release what the task held (its node, and through it the inputs)
@@ -139,6 +142,8 @@ void StreamWorker::loop() {
       deferred_ = 0;
     }
     complete(item.seq);
+    std::lock_guard<std::mutex> lock(mutex_);
+    busy_ = false;
   }
 }
 

@@ -36,7 +36,9 @@ class StreamWorker {
   // Queues a task; returns the event that fires when it has run.
   Event submit(std::function<void()> task);
   // Runs `task` on the calling thread if the worker has nothing queued or
-  // running (the stream's order is kept); `done` is its event then.
+  // running (the stream's order is kept); `done` is its event then. On a
+  // device stream the task only enqueues device work, so it may run inline
+  // while earlier device work is still in flight: the device queue orders it.
   bool try_run_inline(std::function<void()>& task, Event& done);
   // Waits until every task submitted so far has run.
   void synchronize();
@@ -67,6 +69,7 @@ class StreamWorker {
   std::deque<QueuedTask> queue_;
   uint64_t submitted_ = 0;
   bool inline_active_ = false;
+  bool busy_ = false; // the worker runs a task or holds its signal (device streams)
   bool stop_ = false;
   std::thread thread_;
 };

@@ -43,3 +43,13 @@ def _import_loom():
 
 
 mx = importlib.import_module(MODULE_NAME) if IS_MLX else _import_loom()
+
+
+def expected_default_device():
+    """The default device the suite runs with: LOOM_TEST_DEVICE when set
+    (conftest.py switches to it), else the GPU when one is present (as MLX's
+    CUDA wheel), else the CPU."""
+    forced = os.environ.get("LOOM_TEST_DEVICE", "")
+    if forced:
+        return mx.Device(getattr(mx, forced))
+    return mx.Device(mx.gpu if mx.is_available(mx.gpu) else mx.cpu)

@@ -139,6 +139,7 @@ def test_evaluation_in_a_forked_child():
         import os, sys, warnings
         warnings.simplefilter("ignore", DeprecationWarning)
         from _backend import mx
+        mx.set_default_device(mx.cpu)  # a GPU runtime does not survive fork()
         a = mx.random.normal((512, 512), key=mx.random.key(0))
         expected = (a @ a).sum().item()  # the parent's workers have run
         lazy = (a @ a).sum()             # built before fork, evaluated after
@@ -172,6 +173,7 @@ def test_fork_while_a_parallel_region_runs():
     code = """
         import os, sys, time
         from _backend import mx
+        mx.set_default_device(mx.cpu)  # a GPU runtime does not survive fork()
         for trial in range(10):
             big = mx.exp(mx.random.normal((1500, 1500), key=mx.random.key(trial))).sum()
             mx.async_eval(big)

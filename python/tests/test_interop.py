@@ -234,7 +234,10 @@ def test_torch_bfloat16_both_ways():
 
 def test_jax_round_trip():
     jnp = pytest.importorskip("jax.numpy")
-    b = jnp.arange(6, dtype=jnp.float32).reshape(2, 3)
+    import jax
+
+    # On the host: the buffer protocol (what mx.array reads) serves CPU arrays.
+    b = jax.device_put(jnp.arange(6, dtype=jnp.float32).reshape(2, 3), jax.devices("cpu")[0])
     c = mx.array(b)
     np.testing.assert_array_equal(np.array(c), np.arange(6, dtype=np.float32).reshape(2, 3))
     a = mx.arange(3)

@@ -3,10 +3,13 @@
 // limits are Loom's own, so over the limit or out of device memory a request
 // fails with a clear error naming the pool, and the process goes on.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
 
+#include "loom/backend/cpu/thread_pool.h"
 #include "loom/backend/cuda/cuda.h"
 
 namespace loom::cuda {
@@ -73,12 +76,14 @@ class DevicePool final : public allocator::Allocator {
     return allocator::Buffer{p, bytes};
   }
 
-  // Frees are ordered on the legacy stream, which waits for all earlier work
-  // on every (blocking) stream: a buffer read by a kernel still running on
-  // another stream is not reused under it.
+  // With one GPU stream, frees are ordered on it. With several, on the
+  // legacy stream, which waits for all earlier work on every (blocking)
+  // stream: a buffer read by a kernel still running on another stream is not
+  // reused under it. (That wait costs each free a barrier across streams.)
   void free(allocator::Buffer b) override {
     if (b.ptr == nullptr) return;
-    cudaFreeAsync(b.ptr, cudaStreamLegacy);
+    cudaStream_t s = sole_stream();
+    cudaFreeAsync(b.ptr, s != nullptr ? s : cudaStreamLegacy);
     std::lock_guard<std::mutex> lock(mutex_);
     active_ -= b.size;
   }
@@ -134,6 +139,7 @@ class DevicePool final : public allocator::Allocator {
   }
   void copy_from_host(void* dev, const void* host, size_t n, void* stream) const override {
     auto s = stream != nullptr ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy;
+    if (n >= kStageMin && staging_enabled() && staging_.copy(dev, host, n, s)) return;
     check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s),
           "cudaMemcpyAsync (host to device)");
   }
@@ -152,7 +158,69 @@ class DevicePool final : public allocator::Allocator {
     return std::runtime_error(msg.str());
   }
 
+  // Uploads of pageable host memory go through a ring of pinned buffers: the
+  // host copies chunk k+1 (over the intra-op pool's threads) while the copy
+  // engine moves chunk k, asynchronously on the consumer's stream. The
+  // driver's own pageable path copies on one thread and waits for each
+  // chunk's DMA; this overlaps the two.
+  static constexpr size_t kStageMin = size_t(1) << 20;
+  static constexpr size_t kStageChunk = size_t(8) << 20;
+  static constexpr int kStageBuffers = 4;
+
+  static bool staging_enabled() {
+    static const bool on = [] {
+      const char* v = std::getenv("LOOM_CUDA_STAGING");
+      return v == nullptr || std::string(v) != "0";
+    }();
+    return on;
+  }
+
+  struct Staging {
+    std::mutex mutex;
+    void* buffers[kStageBuffers] = {};
+    cudaEvent_t done[kStageBuffers] = {};
+    bool ready = false;
+    bool failed = false;
+
+    bool setup() {
+      if (ready || failed) return ready;
+      for (int b = 0; b < kStageBuffers; ++b) {
+        if (cudaMallocHost(&buffers[b], kStageChunk) != cudaSuccess ||
+            cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) != cudaSuccess) {
+          cudaGetLastError();
+          failed = true; // no pinned memory to spare: the driver's path does it
+          return false;
+        }
+      }
+      return ready = true;
+    }
+
+    bool copy(void* dev, const void* host, size_t n, cudaStream_t s) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!setup()) return false;
+      const char* src = static_cast<const char*>(host);
+      char* dst = static_cast<char*>(dev);
+      int b = 0;
+      for (size_t off = 0; off < n; off += kStageChunk, b = (b + 1) % kStageBuffers) {
+        size_t len = std::min(kStageChunk, n - off);
+        // The buffer's previous chunk must have left before it is refilled.
+        check(cudaEventSynchronize(done[b]), "cudaEventSynchronize (staging)");
+        char* stage = static_cast<char*>(buffers[b]);
+        constexpr size_t kPiece = size_t(1) << 20;
+        cpu::parallel_for((len + kPiece - 1) / kPiece, 1, [&](size_t p0, size_t p1) {
+          size_t a = p0 * kPiece, e = std::min(len, p1 * kPiece);
+          std::memcpy(stage + a, src + off + a, e - a);
+        });
+        check(cudaMemcpyAsync(dst + off, stage, len, cudaMemcpyHostToDevice, s),
+              "cudaMemcpyAsync (host to device)");
+        check(cudaEventRecord(done[b], s), "cudaEventRecord (staging)");
+      }
+      return true;
+    }
+  };
+
   int index_;
+  mutable Staging staging_;
   cudaMemPool_t pool_ = nullptr;
   mutable std::mutex mutex_;
   size_t active_ = 0;

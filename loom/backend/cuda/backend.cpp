@@ -3,10 +3,15 @@
 // for primitives that have no GPU kernel yet.
 #include "loom/scheduler/backend.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "loom/backend/cuda/cuda.h"
@@ -31,6 +36,8 @@ std::unordered_map<std::type_index, Kernel>& kernel_table() {
 
 thread_local cudaStream_t t_stream = cudaStreamLegacy;
 thread_local int t_stream_index = -1;
+class Completer;
+thread_local Completer* t_completer = nullptr;
 
 // Primitives whose CPU evaluation only re-describes an input's buffer (a
 // view): running them "on the CPU" moves no data, so they earn no warning.
@@ -41,6 +48,118 @@ bool is_view_primitive(const std::string& name) {
   return views.count(name) > 0;
 }
 
+// Turns kernel completion into timeline signals without stalling the GPU: the
+// worker records an event after the work a signal covers, and this stream's
+// completion thread waits for the events in order and signals. (A host
+// function queued on the CUDA stream would do the same, but the stream stops
+// until the host function has run, ~10 us per signal on an H200.)
+class Completer {
+ public:
+  Completer() {
+    std::thread([this] { loop(); }).detach(); // never joined: may outlive exit
+  }
+
+  void signal_after(cudaStream_t s, std::shared_ptr<scheduler::Timeline> timeline, uint64_t value) {
+    cudaEvent_t ev = take_event();
+    if (ev == nullptr || cudaEventRecord(ev, s) != cudaSuccess) {
+      // The device is unusable: wake waiters now rather than never.
+      cudaGetLastError();
+      scheduler::signal_timeline(*timeline, value);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({ev, std::move(timeline), value});
+      pending_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_one();
+  }
+
+  // Ends the thread once the queued signals are sent; it deletes this.
+  void retire() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  struct Item {
+    cudaEvent_t event;
+    std::shared_ptr<scheduler::Timeline> timeline;
+    uint64_t value;
+  };
+
+  cudaEvent_t take_event() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        cudaEvent_t ev = free_.back();
+        free_.pop_back();
+        return ev;
+      }
+    }
+    cudaEvent_t ev = nullptr;
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) return nullptr;
+    return ev;
+  }
+
+  // Waits for `ev` polling for a while first: a blocking wait wakes late
+  // (tens of us), and a waiter is usually evaluating small kernels.
+  static void wait_event(cudaEvent_t ev) {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      cudaError_t e = cudaEventQuery(ev);
+      if (e != cudaErrorNotReady) break;
+      if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) {
+        cudaEventSynchronize(ev);
+        break;
+      }
+      std::this_thread::yield();
+    }
+    cudaGetLastError(); // an error still ends the wait: the signal is sent
+  }
+
+  void loop() {
+    for (;;) {
+      Item item;
+      // Poll briefly for the next signal before sleeping on the queue.
+      auto start = std::chrono::steady_clock::now();
+      while (pending_.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() - start < std::chrono::microseconds(100)) {
+        std::this_thread::yield();
+      }
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) break;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+        pending_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      wait_event(item.event);
+      scheduler::signal_timeline(*item.timeline, item.value);
+      item.timeline.reset();
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_.push_back(item.event);
+    }
+    for (cudaEvent_t ev : free_) cudaEventDestroy(ev);
+    delete this;
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  std::atomic<size_t> pending_{0}; // queue_.size(), read without the lock
+  std::vector<cudaEvent_t> free_;
+  bool stop_ = false;
+};
+
+class CudaBackend;
+CudaBackend* g_backend = nullptr;
+std::atomic<cudaStream_t> g_sole_stream{nullptr};
+
 class CudaBackend final : public scheduler::DeviceBackend {
  public:
   explicit CudaBackend(int count) : count_(count) {
@@ -48,6 +167,9 @@ class CudaBackend final : public scheduler::DeviceBackend {
       allocator::register_allocator(Device(Device::gpu, i), &device_pool(i));
     }
     if (const char* v = std::getenv("LOOM_CUDA_FALLBACK_WARN")) quiet_ = std::string(v) == "0";
+    if (const char* v = std::getenv("LOOM_CUDA_HOST_FUNC_SIGNALS"))
+      host_func_ = std::string(v) == "1";
+    g_backend = this;
   }
 
   int device_count() const override { return count_; }
@@ -64,8 +186,20 @@ class CudaBackend final : public scheduler::DeviceBackend {
 
   void signal_when_done(const Stream& stream, const std::shared_ptr<scheduler::Timeline>& timeline,
                         uint64_t value) override {
-    auto* payload = new Signal{timeline, value};
     cudaStream_t s = stream_of(stream);
+    if (!host_func_) {
+      Completer* c = t_stream_index == stream.index ? t_completer : nullptr;
+      if (c == nullptr) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = completers_.find(stream.index);
+        if (it != completers_.end()) c = it->second;
+      }
+      if (c != nullptr) {
+        c->signal_after(s, timeline, value);
+        return;
+      }
+    }
+    auto* payload = new Signal{timeline, value};
     if (cudaLaunchHostFunc(s, &Signal::fire, payload) != cudaSuccess) {
       // The device is unusable: wake waiters now rather than never.
       cudaGetLastError();
@@ -79,6 +213,8 @@ class CudaBackend final : public scheduler::DeviceBackend {
     check(cudaStreamCreate(&s), "cudaStreamCreate");
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[stream.index] = s;
+    completers_[stream.index] = new Completer();
+    update_sole_stream();
   }
 
   void stream_destroyed(const Stream& stream) override {
@@ -89,8 +225,18 @@ class CudaBackend final : public scheduler::DeviceBackend {
       if (it == streams_.end()) return;
       s = it->second;
       streams_.erase(it);
+      auto c = completers_.find(stream.index);
+      if (c != completers_.end()) {
+        c->second->retire();
+        completers_.erase(c);
+      }
+      update_sole_stream();
     }
-    cudaStreamDestroy(s); // returns at once; the stream goes when its work is done
+    // Its kernels finish first: once it is gone the remaining stream may be
+    // the sole one, whose frees assume no other stream reads their buffers.
+    cudaStreamSynchronize(s);
+    cudaGetLastError();
+    cudaStreamDestroy(s);
   }
 
   std::map<std::string, std::variant<std::string, size_t>> device_info(int index) override {
@@ -133,7 +279,19 @@ class CudaBackend final : public scheduler::DeviceBackend {
     // A worker thread serves one stream for its whole life.
     t_stream = it->second;
     t_stream_index = stream.index;
+    auto c = completers_.find(stream.index);
+    t_completer = c != completers_.end() ? c->second : nullptr;
     return t_stream;
+  }
+
+  // Called under mutex_.
+  void update_sole_stream() {
+    static const bool legacy = [] {
+      const char* v = std::getenv("LOOM_CUDA_FREE_LEGACY");
+      return v != nullptr && std::string(v) == "1";
+    }();
+    g_sole_stream.store(streams_.size() == 1 && !legacy ? streams_.begin()->second : nullptr,
+                        std::memory_order_release);
   }
 
   // Beyond MLX: a primitive without a GPU kernel runs on the CPU, on this
@@ -158,6 +316,8 @@ class CudaBackend final : public scheduler::DeviceBackend {
 
   int count_;
   bool quiet_ = false;
+  bool host_func_ = false; // LOOM_CUDA_HOST_FUNC_SIGNALS=1: the former signalling, to compare
+  std::unordered_map<int, Completer*> completers_;
   std::mutex mutex_;
   std::unordered_map<int, cudaStream_t> streams_;
   std::set<std::string> warned_;
@@ -190,6 +350,8 @@ struct Registration {
 
 cudaStream_t current_stream() { return t_stream; }
 
+cudaStream_t sole_stream() { return g_sole_stream.load(std::memory_order_acquire); }
+
 void register_kernel(std::type_index primitive, Kernel kernel) {
   kernel_table()[primitive] = kernel;
 }
@@ -208,6 +370,21 @@ void* alloc_output(array& out) {
   auto& pool = device_pool(dev);
   out.set_data(std::make_shared<allocator::Data>(pool.malloc(out.nbytes()), &pool));
   return out.data_shared_ptr()->device_ptr(pool, nullptr);
+}
+
+void eval_primitive(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) {
+  g_backend->eval(p, inputs, outputs);
+}
+
+int multiprocessor_count(int index) {
+  static std::mutex m;
+  static std::unordered_map<int, int> cache;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find(index);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, index);
+  return cache[index] = n > 0 ? n : 1;
 }
 
 int current_device() {

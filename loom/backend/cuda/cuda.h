@@ -34,6 +34,11 @@ allocator::Allocator& device_pool(int index);
 // legacy default stream outside a GPU worker).
 cudaStream_t current_stream();
 
+// The CUDA stream of the only GPU stream there is, or null when there are
+// several (or none). With one stream every kernel is ordered on it, so a
+// buffer freed there is never reused under a kernel still reading it.
+cudaStream_t sole_stream();
+
 // A GPU kernel for one primitive type. It returns false, before touching
 // anything, when it does not handle this case (a dtype or layout it lacks);
 // the primitive then runs on the CPU.
@@ -46,6 +51,13 @@ void register_kernel(std::type_index primitive, Kernel kernel);
 const void* device_data(const array& a, cudaStream_t stream);
 // Gives `out` a fresh row-major device buffer; returns its pointer.
 void* alloc_output(array& out);
+
+// Runs `p` on the GPU as the scheduler would: its GPU kernel, or the CPU
+// fallback. For kernels that run other primitives (a fused region op by op).
+void eval_primitive(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs);
+
+// Number of multiprocessors of GPU `index`.
+int multiprocessor_count(int index);
 
 // The calling thread's current CUDA device.
 int current_device();

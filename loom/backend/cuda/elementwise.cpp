@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "loom/backend/cuda/codegen.h"
 #include "loom/backend/cuda/cuda.h"
 #include "loom/backend/cuda/jit.h"
 #include "loom/primitives/binary.h"
@@ -17,73 +18,6 @@
 namespace loom::cuda {
 
 namespace {
-
-// Storage type in generated code, or null when the dtype has no GPU path.
-const char* storage_type(Dtype d) {
-  switch (d.val) {
-    case Dtype::Val::bool_:
-      return "bool";
-    case Dtype::Val::uint8:
-      return "unsigned char";
-    case Dtype::Val::uint16:
-      return "unsigned short";
-    case Dtype::Val::uint32:
-      return "unsigned int";
-    case Dtype::Val::uint64:
-      return "unsigned long long";
-    case Dtype::Val::int8:
-      return "signed char";
-    case Dtype::Val::int16:
-      return "short";
-    case Dtype::Val::int32:
-      return "int";
-    case Dtype::Val::int64:
-      return "long long";
-    case Dtype::Val::float16:
-      return "loom_half";
-    case Dtype::Val::bfloat16:
-      return "loom_bf16";
-    case Dtype::Val::float32:
-      return "float";
-    case Dtype::Val::float64:
-      return "double";
-    case Dtype::Val::complex64:
-      return nullptr;
-  }
-  return nullptr;
-}
-
-// The type arithmetic happens in (float16/bfloat16 compute as float).
-const char* compute_type(Dtype d) {
-  if (d == float16 || d == bfloat16) return "float";
-  return storage_type(d);
-}
-
-bool is_float(Dtype d) { return d == float16 || d == bfloat16 || d == float32 || d == float64; }
-
-// Ops whose code form computes the CPU functor's result on integers (C
-// integer arithmetic, wrapped on store) and on bools.
-bool int_safe(const std::string& name, bool boolean) {
-  static const char* both[] = {"LogicalNot", "Equal",      "NotEqual",     "Less",
-                               "LessEqual",  "Greater",    "GreaterEqual", "LogicalAnd",
-                               "LogicalOr",  "BitwiseAnd", "BitwiseOr",    "BitwiseXor",
-                               "Maximum",    "Minimum",    "Select"};
-  static const char* ints[] = {"Negative", "Square",   "Sign",    "BitwiseInvert",
-                               "Add",      "Subtract", "Multiply"};
-  for (auto* n : both)
-    if (name == n) return true;
-  if (boolean) return false;
-  for (auto* n : ints)
-    if (name == n) return true;
-  return false;
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
-    s.replace(pos, from.size(), to);
-  }
-  return s;
-}
 
 // The kernels' loom_layout, byte for byte.
 struct loom_layout_host {
@@ -124,9 +58,19 @@ bool run_generated(const std::string& tag, const std::string& expr,
     if (modes[k] == 'g' && inputs[k].shape() != out.shape()) return false;
   }
 
+  std::vector<void*> ptrs;
+  for (auto& in : inputs) ptrs.push_back(const_cast<void*>(device_data(in, stream)));
+  // Without strided inputs, four elements per memory access where the dense
+  // inputs are aligned for it (outputs are fresh pool blocks, 256-aligned).
+  bool vec = out.size() >= 4 && modes.find('g') == std::string::npos;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (modes[k] == 'c')
+      vec = vec && reinterpret_cast<uintptr_t>(ptrs[k]) % (4 * inputs[k].itemsize()) == 0;
+  }
+
   std::string name = "loom_" + tag + "_" + std::to_string(static_cast<int>(out.dtype().val));
   for (auto& in : inputs) name += "_" + std::to_string(static_cast<int>(in.dtype().val));
-  name += "_" + modes;
+  name += "_" + modes + (vec ? "_v4" : "");
 
   auto make_source = [&] {
     std::string src = jit_prelude();
@@ -137,19 +81,45 @@ bool run_generated(const std::string& tag, const std::string& expr,
     }
     src += std::string(out_store) + "* __restrict__ out, long long n, loom_layout layout) {\n";
     src +=
-        "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
-        " i += (long long)gridDim.x * blockDim.x) {\n";
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      std::string ks = std::to_string(k);
-      std::string idx = modes[k] == 'c'   ? "i"
-                        : modes[k] == 's' ? "0"
-                                          : "loom_offset(i, layout, " + ks + ")";
-      src += std::string("    ") + compute_type(inputs[k].dtype()) + " x" + ks + " = (" +
-             compute_type(inputs[k].dtype()) + ")loom_ld(in" + ks + "[" + idx + "]);\n";
+        "  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+        "  const long long step = (long long)gridDim.x * blockDim.x;\n";
+    // x_k = element `at` of input k; `vec_elem`: from the loaded vector a_k.
+    auto loads = [&](const std::string& at, bool from_vec) {
+      std::string l;
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        std::string ks = std::to_string(k);
+        const char* ct = compute_type(inputs[k].dtype());
+        std::string val = modes[k] == 's' ? "in" + ks + "[0]"
+                          : modes[k] == 'g'
+                              ? "in" + ks + "[loom_offset(" + at + ", layout, " + ks + ")]"
+                          : from_vec ? "a" + ks + ".v[e]"
+                                     : "in" + ks + "[" + at + "]";
+        l += std::string(ct) + " x" + ks + " = (" + ct + ")loom_ld(" + val + "); ";
+      }
+      return l;
+    };
+    std::string value = std::string("(") + compute_type(out.dtype()) + ")(" + expr + ")";
+    std::string first = "0";
+    if (vec) {
+      src +=
+          "  const long long nv = n / 4;\n"
+          "  for (long long j = tid; j < nv; j += step) {\n"
+          "    const long long i = j * 4;\n";
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        if (modes[k] != 'c') continue;
+        std::string st = storage_type(inputs[k].dtype()), ks = std::to_string(k);
+        src += "    const loom_vec4<" + st + "> a" + ks + " = *reinterpret_cast<const loom_vec4<" +
+               st + ">*>(in" + ks + " + i);\n";
+      }
+      src += std::string("    loom_vec4<") + out_store + "> b;\n";
+      src += "#pragma unroll\n    for (int e = 0; e < 4; ++e) { " + loads("i + e", true) +
+             "loom_st(&b.v[e], " + value + "); }\n";
+      src +=
+          std::string("    *reinterpret_cast<loom_vec4<") + out_store + ">*>(out + i) = b;\n  }\n";
+      first = "nv * 4";
     }
-    src +=
-        std::string("    loom_st(out + i, (") + compute_type(out.dtype()) + ")(" + expr + "));\n";
-    src += "  }\n}\n";
+    src += "  for (long long i = " + first + " + tid; i < n; i += step) { " + loads("i", false) +
+           "loom_st(out + i, " + value + "); }\n}\n";
 
     return src;
   };
@@ -162,8 +132,6 @@ bool run_generated(const std::string& tag, const std::string& expr,
     if (modes[k] != 'g') continue;
     for (int d = 0; d < out.ndim(); ++d) layout.strides[k][d] = inputs[k].strides(d);
   }
-  std::vector<void*> ptrs;
-  for (auto& in : inputs) ptrs.push_back(const_cast<void*>(device_data(in, stream)));
   void* optr;
   if (keep_layout) {
     auto& pool = device_pool(current_device());
@@ -179,32 +147,14 @@ bool run_generated(const std::string& tag, const std::string& expr,
   args.push_back(&optr);
   args.push_back(&n);
   args.push_back(&layout);
-  launch_elementwise(kernel, out.size(), args.data(), stream);
+  launch_elementwise(kernel, vec ? (out.size() + 3) / 4 : out.size(), args.data(), stream);
   return true;
-}
-
-// The op table's code form in device syntax, or empty if it has none here.
-std::string device_expr(const ew::OpInfo& info, Dtype compute_dtype) {
-  if (!info.fusable || info.code == nullptr) return {};
-  std::string name = info.name;
-  if (!is_float(compute_dtype) && !int_safe(name, compute_dtype == bool_)) return {};
-  if (is_float(compute_dtype) &&
-      (info.accepts == ew::Accepts::integral || info.accepts == ew::Accepts::integer)) {
-    return {};
-  }
-  std::string e = info.code;
-  if (e.find("std::") != std::string::npos || e.find("loom::") != std::string::npos) return {};
-  e = replace_all(e, "isnan(", "loom_isnan(");
-  e = replace_all(e, "isinf(", "loom_isinf(");
-  for (int k = 0; k < 3; ++k)
-    e = replace_all(e, "{" + std::to_string(k) + "}", "x" + std::to_string(k));
-  return e;
 }
 
 bool unary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                   cudaStream_t s) {
   auto op = static_cast<Unary&>(p).op();
-  std::string expr = device_expr(ew::info(op), inputs[0].dtype());
+  std::string expr = device_expr(ew::info(op), inputs[0].dtype(), {"x0"});
   if (expr.empty()) return false;
   return run_generated(ew::info(op).name, expr, inputs, outputs[0], s, true);
 }
@@ -213,7 +163,7 @@ bool binary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<a
                    cudaStream_t s) {
   auto op = static_cast<Binary&>(p).op();
   if (inputs[0].dtype() != inputs[1].dtype()) return false;
-  std::string expr = device_expr(ew::info(op), inputs[0].dtype());
+  std::string expr = device_expr(ew::info(op), inputs[0].dtype(), {"x0", "x1"});
   if (expr.empty()) return false;
   return run_generated(ew::info(op).name, expr, inputs, outputs[0], s);
 }
@@ -221,7 +171,8 @@ bool binary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<a
 bool select_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                    cudaStream_t s) {
   if (inputs[1].dtype() != inputs[2].dtype()) return false;
-  std::string expr = device_expr(ew::info(TernaryOp::Select), inputs[1].dtype());
+  std::string expr =
+      device_expr(ew::info(TernaryOp::Select), inputs[1].dtype(), {"x0", "x1", "x2"});
   if (expr.empty()) return false;
   return run_generated("Select", expr, inputs, outputs[0], s);
 }
@@ -229,13 +180,9 @@ bool select_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<a
 // A cast goes through the compute types: float16/bfloat16 via float.
 bool astype_kernel(Primitive&, const std::vector<array>& inputs, std::vector<array>& outputs,
                    cudaStream_t s) {
-  Dtype from = inputs[0].dtype(), to = outputs[0].dtype();
-  if (to == bool_ && from != bool_)
-    return run_generated("AsType", "(x0 != 0)", inputs, outputs[0], s, true);
-  // Float to integer: the CPU path's saturating/NaN conventions are not
-  // pinned down here yet, so those casts stay on the CPU.
-  if (is_float(from) && !is_float(to) && to != bool_) return false;
-  return run_generated("AsType", "x0", inputs, outputs[0], s, true);
+  std::string expr = cast_expr(inputs[0].dtype(), outputs[0].dtype(), "x0");
+  if (expr.empty()) return false;
+  return run_generated("AsType", expr, inputs, outputs[0], s, true);
 }
 
 bool copy_kernel(Primitive&, const std::vector<array>& inputs, std::vector<array>& outputs,

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "loom/backend/cuda/codegen.h"
 #include "loom/backend/cuda/cuda.h"
 
 namespace loom::cuda {
@@ -89,8 +90,10 @@ std::string build_cubin(const std::string& source, int arch) {
     throw std::runtime_error("[cuda] nvrtcCreateProgram failed.");
   }
   std::string arch_opt = "-arch=sm_" + std::to_string(arch);
-  const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device"};
-  nvrtcResult r = n.compile(prog, 3, opts);
+  // No contraction of a*b+c into one FMA: a fused region rounds as its ops
+  // do eagerly (long chains amplify the difference).
+  const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device", "--fmad=false"};
+  nvrtcResult r = n.compile(prog, 4, opts);
   if (r != NVRTC_SUCCESS) {
     size_t len = 0;
     n.log_size(prog, &len);
@@ -114,7 +117,7 @@ std::string cubin_for(const std::string& source, int arch) {
   int major = 0, minor = 0;
   if (nvrtc().version) nvrtc().version(&major, &minor);
   std::string key = source + "\n// sm_" + std::to_string(arch) + " nvrtc " + std::to_string(major) +
-                    "." + std::to_string(minor);
+                    "." + std::to_string(minor) + " fmad=false";
   std::ostringstream name;
   name << std::hex << fnv1a(key) << ".cubin";
   std::error_code ec;
@@ -140,6 +143,8 @@ std::string cubin_for(const std::string& source, int arch) {
 
 } // namespace
 
+std::string nvrtc_build(const std::string& source, int arch) { return build_cubin(source, arch); }
+
 cudaKernel_t jit_kernel(const std::string& kernel_name,
                         const std::function<std::string()>& make_source) {
   static std::mutex m;
@@ -163,9 +168,9 @@ cudaKernel_t jit_kernel(const std::string& kernel_name,
 void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t stream) {
   if (n == 0) return;
   constexpr unsigned threads = 256;
-  size_t blocks = (n + threads - 1) / threads;
-  // A grid-stride loop covers the rest: enough blocks to fill the device.
-  blocks = std::min<size_t>(blocks, 132 * 32);
+  // One thread per unit of work (many loads in flight); a grid-stride loop
+  // covers what is beyond the grid limit.
+  size_t blocks = std::min<size_t>((n + threads - 1) / threads, 0x7fffffffu);
   check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                          dim3(threads), args, 0, stream),
         "cudaLaunchKernel");
@@ -182,6 +187,7 @@ __device__ __forceinline__ float loom_ld(loom_bf16 h) {
   return __uint_as_float(((unsigned)h.bits) << 16);
 }
 template <typename T> __device__ __forceinline__ T loom_ld(T x) { return x; }
+template <typename T> struct alignas(4 * sizeof(T)) loom_vec4 { T v[4]; };
 __device__ __forceinline__ void loom_st(loom_half* p, float v) {
   unsigned short b; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(v)); p->bits = b;
 }

@@ -1,0 +1,53 @@
+// Pieces of generated device code shared by the eager element-wise kernels
+// (elementwise.cpp) and compile's fused regions (compiled.cpp): the storage
+// and compute types of a dtype, and an op table entry's code form written
+// over named operands.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loom/dtype.h"
+#include "loom/primitives/elementwise_table.h"
+
+namespace loom::compile_detail {
+class Compiled;
+}
+
+namespace loom::cuda {
+
+// Storage type in generated code, or null when the dtype has no GPU path.
+const char* storage_type(Dtype d);
+// The type arithmetic happens in (float16/bfloat16 compute as float).
+const char* compute_type(Dtype d);
+bool is_float(Dtype d);
+// The op table's code form with operand k written as `args[k]`, for operands
+// of compute dtype `compute_dtype`; empty when it has no device form there.
+std::string device_expr(const ew::OpInfo& info, Dtype compute_dtype,
+                        const std::vector<std::string>& args);
+// The cast expression AsType(from -> to) applies to `x`, empty when the GPU
+// does not do this cast (float to integer: the CPU's conventions apply).
+std::string cast_expr(Dtype from, Dtype to, const std::string& x);
+
+// The source of the kernel running fused region `c` in one pass, its name
+// written `NAME`: inputs of these dtypes read as modes[k] ('c' dense, 's' one
+// element for all, 'g' strided through the layout argument), outputs of these
+// dtypes written dense, four elements per access with `vec`. Empty when an op
+// of the region has no device code form.
+std::string fused_kernel_source(const compile_detail::Compiled& c,
+                                const std::vector<Dtype>& input_dtypes, const std::string& modes,
+                                const std::vector<Dtype>& output_dtypes, bool vec);
+
+// The source of kernel `name`: softmax (or, with `logsumexp`, logsumexp) of
+// each row of the last axis, one block per row.
+std::string row_softmax_source(const std::string& name, Dtype d, bool logsumexp);
+
+// The source of kernel `name`: the index (uint32) of the maximum (`is_max`)
+// or minimum of each row, one block per row.
+std::string arg_reduce_source(const std::string& name, Dtype d, bool is_max);
+
+// Builds `source` with NVRTC for sm_`arch` (no GPU needed) and returns the
+// cubin; raises a RuntimeError with NVRTC's log when it does not build.
+std::string nvrtc_build(const std::string& source, int arch);
+
+} // namespace loom::cuda

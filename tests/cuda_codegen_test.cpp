@@ -1,0 +1,134 @@
+// The fused-region kernels the CUDA backend generates, built with NVRTC for
+// sm_90: NVRTC needs no GPU, so this runs wherever the backend is built (CI
+// included) and a region whose source does not compile fails here, not on the
+// device machine. Without the CUDA backend the tests skip.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "loom/compile/compiled.h"
+#include "loom/primitives/binary.h"
+#include "loom/primitives/creation.h"
+#include "loom/primitives/shape.h"
+#include "loom/primitives/ternary.h"
+#include "loom/primitives/unary.h"
+
+#ifdef LOOM_HAVE_CUDA
+#include "loom/backend/cuda/codegen.h"
+#endif
+
+using namespace loom;
+using compile_detail::Compiled;
+using compile_detail::FusedOp;
+
+namespace {
+
+#ifdef LOOM_HAVE_CUDA
+constexpr int kArch = 90;
+
+Stream s() { return default_stream(Device::cpu); }
+
+FusedOp unary(UnaryOp op, int arg, Dtype d, const Shape& shape) {
+  return FusedOp{std::make_shared<Unary>(s(), op), {arg}, shape, d};
+}
+FusedOp binary(BinaryOp op, int a, int b, Dtype d, const Shape& shape) {
+  return FusedOp{std::make_shared<Binary>(s(), op), {a, b}, shape, d};
+}
+
+// gelu: x * 0.5 * (1 + erf(x / sqrt(2))) over inputs x, 1/sqrt2, 0.5, 1.
+Compiled gelu(Dtype d) {
+  Shape sh{32, 1000, 4096};
+  std::vector<FusedOp> ops;
+  ops.push_back(binary(BinaryOp::Divide, 0, 1, d, sh));   // 4
+  ops.push_back(unary(UnaryOp::Erf, 4, d, sh));           // 5
+  ops.push_back(binary(BinaryOp::Add, 3, 5, d, sh));      // 6
+  ops.push_back(binary(BinaryOp::Multiply, 0, 2, d, sh)); // 7
+  ops.push_back(binary(BinaryOp::Multiply, 7, 6, d, sh)); // 8
+  return Compiled(s(), 4, std::move(ops), {4});
+}
+
+TEST(CudaCodegen, GeluBuildsForEveryFloatTypeAndLayout) {
+  for (Dtype d : {float32, float16, bfloat16, float64}) {
+    Compiled c = gelu(d);
+    for (const char* modes : {"csss", "gsss"}) {
+      for (bool vec : {true, false}) {
+        std::string src = cuda::fused_kernel_source(c, {d, d, d, d}, modes, {d}, vec);
+        ASSERT_FALSE(src.empty());
+        EXPECT_NE(src.find("erf"), std::string::npos);
+        size_t pos = src.find("NAME(");
+        ASSERT_NE(pos, std::string::npos);
+        src.replace(pos, 4, "loom_fused_test");
+        EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+      }
+    }
+  }
+}
+
+TEST(CudaCodegen, SeveralOutputsComparisonsSelectAndCasts) {
+  Shape sh{7, 9};
+  std::vector<FusedOp> ops;
+  ops.push_back(unary(UnaryOp::Abs, 0, float32, sh));                               // 2
+  ops.push_back(binary(BinaryOp::Greater, 2, 1, bool_, sh));                        // 3
+  ops.push_back(FusedOp{std::make_shared<Select>(s()), {3, 2, 1}, sh, float32});    // 4
+  ops.push_back(FusedOp{std::make_shared<AsType>(s(), float16), {4}, sh, float16}); // 5
+  ops.push_back(FusedOp{std::make_shared<AsType>(s(), bool_), {0}, sh, bool_});     // 6
+  Compiled c(s(), 2, std::move(ops), {1, 3, 4});
+  std::string src =
+      cuda::fused_kernel_source(c, {float32, float32}, "gs", {bool_, float16, bool_}, true);
+  ASSERT_FALSE(src.empty());
+  src.replace(src.find("NAME("), 4, "loom_fused_test");
+  EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+}
+
+TEST(CudaCodegen, IntegerRegionsBuild) {
+  Shape sh{1000};
+  std::vector<FusedOp> ops;
+  ops.push_back(binary(BinaryOp::Multiply, 0, 1, int32, sh));
+  ops.push_back(binary(BinaryOp::BitwiseAnd, 2, 1, int32, sh));
+  ops.push_back(binary(BinaryOp::Maximum, 3, 0, int32, sh));
+  ops.push_back(FusedOp{std::make_shared<AsType>(s(), float32), {4}, sh, float32});
+  Compiled c(s(), 2, std::move(ops), {3});
+  std::string src = cuda::fused_kernel_source(c, {int32, int32}, "cs", {float32}, true);
+  ASSERT_FALSE(src.empty());
+  src.replace(src.find("NAME("), 4, "loom_fused_test");
+  EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+}
+
+TEST(CudaCodegen, OpsWithoutADeviceFormAreDeclined) {
+  Shape sh{16};
+  std::vector<FusedOp> ops;
+  ops.push_back(unary(UnaryOp::ErfInv, 0, float32, sh));
+  ops.push_back(unary(UnaryOp::Sin, 1, float32, sh));
+  Compiled c(s(), 1, std::move(ops), {1});
+  EXPECT_TRUE(cuda::fused_kernel_source(c, {float32}, "c", {float32}, false).empty());
+  // Float to integer casts keep the CPU's conventions: not generated.
+  std::vector<FusedOp> cast;
+  cast.push_back(FusedOp{std::make_shared<AsType>(s(), int32), {0}, sh, int32});
+  cast.push_back(binary(BinaryOp::Add, 1, 1, int32, sh));
+  Compiled c2(s(), 1, std::move(cast), {1});
+  EXPECT_TRUE(cuda::fused_kernel_source(c2, {float32}, "c", {int32}, false).empty());
+}
+TEST(CudaCodegen, SoftmaxAndLogSumExpRowsBuild) {
+  for (Dtype d : {float32, float16, bfloat16, float64}) {
+    for (bool lse : {false, true}) {
+      std::string src = cuda::row_softmax_source("loom_row_test", d, lse);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+}
+TEST(CudaCodegen, ArgReduceRowsBuild) {
+  for (Dtype d : {float32, float16, bfloat16, float64, int8, uint8, int32, int64, uint64}) {
+    for (bool is_max : {false, true}) {
+      std::string src = cuda::arg_reduce_source("loom_arg_test", d, is_max);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+}
+#else
+TEST(CudaCodegen, SkippedWithoutTheCudaBackend) {
+  GTEST_SKIP() << "Loom was built without the CUDA backend (LOOM_CUDA=OFF or no toolkit)";
+}
+#endif
+
+} // namespace
