@@ -134,12 +134,11 @@ class TransformerLM(nn.Module):
         return self.embedding.as_linear(self.norm(x))
 
 
-def batches(data: np.ndarray, batch: int, context: int, rng: np.random.Generator):
-    """Random windows of ``context + 1`` bytes: inputs and next-byte targets."""
-    while True:
-        starts = rng.integers(0, len(data) - context - 1, size=batch)
-        window = np.stack([data[s : s + context + 1] for s in starts]).astype(np.int32)
-        yield mx.array(window[:, :-1]), mx.array(window[:, 1:])
+def random_windows(data: np.ndarray, rng: np.random.Generator):
+    """``args.batch`` random windows of ``args.context + 1`` bytes: inputs and next-byte targets."""
+    starts = rng.integers(0, len(data) - args.context - 1, size=args.batch)
+    window = np.stack([data[s : s + args.context + 1] for s in starts]).astype(np.int32)
+    return mx.array(window[:, :-1]), mx.array(window[:, 1:])
 
 
 def loss_fn(model, x, y):
@@ -149,10 +148,10 @@ def loss_fn(model, x, y):
 
 def bits_per_byte(model, data, count: int) -> float:
     """Mean validation loss over ``count`` fixed batches, in bits per byte."""
-    stream = batches(data, args.batch, args.context, np.random.default_rng(1))
+    rng = np.random.default_rng(1)
     total = 0.0
     for _ in range(count):
-        x, y = next(stream)
+        x, y = random_windows(data, rng)
         total += loss_fn(model, x, y).item()
     return total / count / math.log(2)
 
@@ -275,15 +274,14 @@ def main() -> None:
         state = [model.state, optimizer.state]
         train_step = partial(mx.compile, inputs=state, outputs=state)(train_step)
 
-    # The data stream is a function of the seed and the step, so a resumed run sees the batches
-    # the uninterrupted run would have.
-    stream = batches(train, args.batch, args.context, np.random.default_rng([args.seed, first]))
     tokens_per_step = args.batch * args.context
     progress = Progress(first - 1, args.steps)
     start = time.perf_counter()
     last, step = start, first - 1
     for step in range(first, args.steps + 1):
-        x, y = next(stream)
+        # Each step's batch is a function of the seed and the step, so a resumed run sees the
+        # batches the uninterrupted run would have.
+        x, y = random_windows(train, np.random.default_rng([args.seed, step]))
         loss, grad_norm = train_step(x, y)
         mx.eval(loss, grad_norm, model.state, optimizer.state)
         now = time.perf_counter()
