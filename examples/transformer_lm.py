@@ -38,7 +38,7 @@ import numpy as np
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--backend", choices=["loom", "mlx"], default="loom")
-parser.add_argument("--steps", type=int, default=700)
+parser.add_argument("--steps", type=int, default=800)
 parser.add_argument("--batch", type=int, default=32)
 parser.add_argument("--context", type=int, default=128)
 parser.add_argument("--dims", type=int, default=128)
