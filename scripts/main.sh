@@ -11,4 +11,6 @@ if ! .venv/bin/python -c "import tqdm, matplotlib" >/dev/null 2>&1; then
   echo "== installing tqdm and matplotlib into .venv"
   .venv/bin/python -m pip install -q tqdm matplotlib
 fi
-.venv/bin/python examples/transformer_lm.py "$@"
+# The run is sized to train in ~4 minutes on 2 idle cores; the time limit keeps a slower or
+# busy machine inside 5 minutes (it then stops early, validates and checkpoints).
+.venv/bin/python examples/transformer_lm.py --time-limit 270 "$@"
