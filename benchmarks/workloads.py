@@ -824,6 +824,7 @@ def all_workloads(quick=False):
     # function export
     add("export + import + first call, 100 ops on 1K f32", "export",
         build_export_roundtrip(100, 1024), ops=100, note="export_function, import_function")
+    w += nn_training_workloads(quick)
     return w
 
 
@@ -835,3 +836,246 @@ def select(workloads, patterns):
     pats = [p.lower() for p in patterns]
     return [w for w in workloads
             if w.always or any(p in w.name.lower() or p == w.group for p in pats)]
+
+
+# --- nn training steps (issue 11): the main job's LM, an LSTM, a ResNet block -------------
+# Loom/MLX build them from nn + optimizers (the step compiled over model and optimizer
+# state, as the main job does); PyTorch from torch.nn + torch.optim, eager.
+def _lm_mlx(fw, dims, layers, context, batch):
+    mx, nn, optim = fw.m, fw.need("nn"), fw.need("optimizers")
+    from functools import partial
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(dims), nn.LayerNorm(dims)
+            self.qkv = nn.Linear(dims, 3 * dims, bias=False)
+            self.out = nn.Linear(dims, dims, bias=False)
+            self.up, self.down = nn.Linear(dims, 4 * dims), nn.Linear(4 * dims, dims)
+
+        def __call__(self, x):
+            B, L, D = x.shape
+            qkv = self.qkv(self.norm1(x)).reshape(B, L, 3, 4, D // 4).transpose(2, 0, 3, 1, 4)
+            h = mx.fast.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], scale=(D // 4) ** -0.5,
+                                                     mask="causal")
+            x = x + self.out(h.transpose(0, 2, 1, 3).reshape(B, L, D))
+            return x + self.down(nn.gelu(self.up(self.norm2(x))))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding, self.positions = nn.Embedding(256, dims), nn.Embedding(context, dims)
+            self.blocks = [Block() for _ in range(layers)]
+            self.norm = nn.LayerNorm(dims)
+
+        def __call__(self, t):
+            x = self.embedding(t) + self.positions(mx.arange(t.shape[1]))
+            for b in self.blocks:
+                x = b(x)
+            return self.embedding.as_linear(self.norm(x))
+
+    model = LM()
+    optimizer = optim.AdamW(learning_rate=1e-3, bias_correction=True)
+    optimizer.init(model.trainable_parameters())
+    mx.eval(model.parameters(), optimizer.state)
+    tokens = fw.np.asarray(fw.rng.integers(0, 256, (batch, context + 1)), dtype=fw.np.int32)
+    x, y = mx.array(tokens[:, :-1]), mx.array(tokens[:, 1:])
+
+    def loss_fn(model, x, y):
+        return nn.losses.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1), reduction="mean")
+
+    loss_and_grad = nn.value_and_grad(model, loss_fn)
+    state = [model.state, optimizer.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(x, y):
+        loss, grads = loss_and_grad(model, x, y)
+        grads, _ = optim.clip_grad_norm(grads, 1.0)
+        optimizer.update(model, grads)
+        return loss
+
+    return lambda: (step(x, y), model.state, optimizer.state)
+
+
+def _lm_torch(fw, dims, layers, context, batch):
+    torch = fw.torch
+    tnn, F = torch.nn, torch.nn.functional
+
+    class Block(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = tnn.LayerNorm(dims), tnn.LayerNorm(dims)
+            self.qkv = tnn.Linear(dims, 3 * dims, bias=False)
+            self.out = tnn.Linear(dims, dims, bias=False)
+            self.up, self.down = tnn.Linear(dims, 4 * dims), tnn.Linear(4 * dims, dims)
+
+        def forward(self, x):
+            B, L, D = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(B, L, 3, 4, D // 4).permute(2, 0, 3, 1, 4)
+            h = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.out(h.transpose(1, 2).reshape(B, L, D))
+            return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+    class LM(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding, self.positions = tnn.Embedding(256, dims), tnn.Embedding(context, dims)
+            self.blocks = tnn.ModuleList([Block() for _ in range(layers)])
+            self.norm = tnn.LayerNorm(dims)
+
+        def forward(self, t):
+            x = self.embedding(t) + self.positions(torch.arange(t.shape[1], device=t.device))
+            for b in self.blocks:
+                x = b(x)
+            return self.norm(x) @ self.embedding.weight.T
+
+    model = LM().to(fw.dev)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    tokens = torch.from_numpy(fw.rng.integers(0, 256, (batch, context + 1))).to(fw.dev)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def build_lm_step(dims, layers, context, batch):
+    def build(fw):
+        if fw.family == "mlx":
+            return _lm_mlx(fw, dims, layers, context, batch)
+        if fw.family == "torch":
+            return _lm_torch(fw, dims, layers, context, batch)
+        raise fw.unsupported("nn")
+
+    return build
+
+
+def lm_flops(dims, layers, context, batch):
+    matmul = layers * (4 * dims * dims + 8 * dims * dims) + 256 * dims  # per token, forward
+    attention = layers * 2 * context * dims  # causal: half of q k^T and p v
+    return 3 * 2 * batch * context * (matmul + attention)
+
+
+def build_lstm(batch, length, features, hidden):
+    """Forward and backward of a one-layer LSTM over ``length`` steps (loss: sum of outputs)."""
+
+    def build(fw):
+        x_host = fw.rng.standard_normal((batch, length, features), dtype=fw.np.float32)
+        if fw.family == "mlx":
+            mx, nn = fw.m, fw.need("nn")
+            lstm = nn.LSTM(features, hidden)
+            mx.eval(lstm.parameters())
+            x = fw.input(x_host)
+            grad = nn.value_and_grad(lstm, lambda model, x: model(x)[0].sum())
+            return lambda: grad(lstm, x)
+        if fw.family == "torch":
+            torch = fw.torch
+            lstm = torch.nn.LSTM(features, hidden, batch_first=True).to(fw.dev)
+            x = fw.input(x_host)
+
+            def step():
+                lstm.zero_grad(set_to_none=True)
+                out = lstm(x)[0].sum()
+                out.backward()
+                return out
+            return step
+        raise fw.unsupported("nn.LSTM")
+
+    return build
+
+
+def lstm_flops(batch, length, features, hidden):
+    return 3 * 2 * batch * length * 4 * hidden * (features + hidden)
+
+
+def build_resnet_block(batch, size, channels):
+    """One basic ResNet block (conv-BN-ReLU-conv-BN + identity, ReLU), training step:
+    forward, backward, SGD with momentum. Channels-last for Loom/MLX, channels_last
+    memory format for torch."""
+
+    def build(fw):
+        x_host = fw.rng.standard_normal((batch, size, size, channels), dtype=fw.np.float32)
+        if fw.family == "mlx":
+            mx, nn, optim = fw.m, fw.need("nn"), fw.need("optimizers")
+            from functools import partial
+
+            class ResBlock(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                    self.bn1 = nn.BatchNorm(channels)
+                    self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                    self.bn2 = nn.BatchNorm(channels)
+
+                def __call__(self, x):
+                    h = nn.relu(self.bn1(self.conv1(x)))
+                    return nn.relu(x + self.bn2(self.conv2(h)))
+
+            model = ResBlock()
+            optimizer = optim.SGD(learning_rate=1e-2, momentum=0.9)
+            optimizer.init(model.trainable_parameters())
+            mx.eval(model.parameters(), optimizer.state)
+            x = fw.input(x_host)
+            loss_and_grad = nn.value_and_grad(model, lambda m, x: mx.mean(mx.square(m(x))))
+            state = [model.state, optimizer.state]
+
+            @partial(mx.compile, inputs=state, outputs=state)
+            def step(x):
+                loss, grads = loss_and_grad(model, x)
+                optimizer.update(model, grads)
+                return loss
+
+            return lambda: (step(x), model.state, optimizer.state)
+        if fw.family == "torch":
+            torch = fw.torch
+            tnn = torch.nn
+
+            class ResBlock(tnn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv1 = tnn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                    self.bn1 = tnn.BatchNorm2d(channels)
+                    self.conv2 = tnn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                    self.bn2 = tnn.BatchNorm2d(channels)
+
+                def forward(self, x):
+                    h = torch.relu(self.bn1(self.conv1(x)))
+                    return torch.relu(x + self.bn2(self.conv2(h)))
+
+            model = ResBlock().to(fw.dev).to(memory_format=torch.channels_last)
+            optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+            x = fw.input(x_host).permute(0, 3, 1, 2)  # NCHW shape over NHWC memory
+
+            def step():
+                optimizer.zero_grad(set_to_none=True)
+                loss = torch.mean(torch.square(model(x)))
+                loss.backward()
+                optimizer.step()
+                return loss
+            return step
+        raise fw.unsupported("nn.Conv2d")
+
+    return build
+
+
+def nn_training_workloads(quick=False):
+    """The issue-11 rows: the main job's training step, an LSTM, a ResNet block."""
+    w = []
+    lm = (128, 3, 128, 32)
+    w.append(Workload(f"LM step d{lm[0]} L{lm[1]} ctx{lm[2]} B{lm[3]} (main job)", "training",
+                      build_lm_step(*lm), flops=lm_flops(*lm),
+                      note="fwd+bwd+clip+AdamW; mlx/loom: compiled step"))
+    ls = (16, 32, 128, 256) if quick else (32, 64, 128, 256)
+    w.append(Workload(f"LSTM B{ls[0]} T{ls[1]} {ls[2]}->{ls[3]} fwd+bwd", "training",
+                      build_lstm(*ls), flops=lstm_flops(*ls), note="nn.LSTM / torch.nn.LSTM"))
+    rb = (4, 56, 64) if quick else (16, 56, 64)
+    w.append(Workload(f"ResNet block B{rb[0]} {rb[1]}²×{rb[2]} train step", "training",
+                      build_resnet_block(*rb), flops=3 * 2 * 2 * rb[0] * rb[1] ** 2 * rb[2] ** 2 * 9,
+                      note="2 conv3×3 + BatchNorm + SGD momentum; torch channels_last"))
+    return w

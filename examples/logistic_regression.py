@@ -1,8 +1,8 @@
 """Logistic regression trained with value_and_grad on data generated here.
 
-The main job of the README: it exercises lazy evaluation, the transforms,
-random numbers and the memory API end to end, and prints the loss as it
-learns. Runs on the CPU in a few seconds.
+A small example (the main job is examples/transformer_lm.py): it exercises
+lazy evaluation, the transforms, random numbers and the memory API end to
+end, and prints the loss as it learns. Runs on the CPU in a few seconds.
 """
 
 from __future__ import annotations

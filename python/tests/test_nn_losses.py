@@ -163,3 +163,13 @@ def test_margin_ranking_shape_error():
     with pytest.raises(ValueError, match=r"The shapes of the arguments do not match. The provided shapes are "
                                          r"inputs1.shape=\(2,\), inputs2.shape=\(2,\), and targets.shape=\(3,\)."):
         L.margin_ranking_loss(mx.zeros((2,)), mx.zeros((2,)), mx.zeros((3,)))
+
+
+def test_cross_entropy_is_stable_for_large_logits():
+    # logsumexp carries the stability (no separate max shift): +-1e4 logits stay finite.
+    logits = mx.array([[1e4, 0.0, -1e4], [-1e4, -1e4, 1e4]])
+    targets = mx.array([1, 2])
+    loss = L.cross_entropy(logits, targets)
+    np.testing.assert_allclose(np.array(loss), [1e4, 0.0], rtol=1e-6, atol=1e-6)
+    grad = mx.grad(lambda z: L.cross_entropy(z, targets, reduction="sum"))(logits)
+    np.testing.assert_allclose(np.array(grad), [[1, -1, 0], [0, 0, 0]], atol=1e-6)

@@ -281,3 +281,44 @@ def test_training_keeps_active_memory_flat():
             gc.collect()
             mx.synchronize()
             assert mx.get_active_memory() <= baseline + 4096, (i, mx.get_active_memory(), baseline)
+
+
+def test_compiled_training_step_keeps_active_memory_flat():
+    """500 steps of a step compiled over [model.state, optimizer.state] (the main job's form):
+    clipping, AdamW and a schedule inside the compiled function; active memory stays flat."""
+    from functools import partial
+
+    mx.random.seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
+    schedule = optim.join_schedules([optim.linear_schedule(0.0, 1e-2, 10), optim.cosine_decay(1e-2, 500)], [10])
+    optimizer = optim.AdamW(learning_rate=schedule)
+    optimizer.init(model.trainable_parameters())
+    x = mx.random.normal((16, 8))
+    y = mx.array(np.arange(16) % 4)
+    loss_and_grad = nn.value_and_grad(model, lambda m, a, b: nn.losses.cross_entropy(m(a), b, reduction="mean"))
+    state = [model.state, optimizer.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def train_step(a, b):
+        loss, grads = loss_and_grad(model, a, b)
+        grads, norm = optim.clip_grad_norm(grads, 1.0)
+        optimizer.update(model, grads)
+        return loss, norm
+
+    def run():
+        loss, norm = train_step(x, y)
+        mx.eval(loss, norm, model.state, optimizer.state)
+        return loss.item()
+
+    first = [run() for _ in range(10)][0]
+    gc.collect()
+    mx.synchronize()
+    baseline = mx.get_active_memory()
+    for i in range(500):
+        last = run()
+        if i % 100 == 99:
+            gc.collect()
+            mx.synchronize()
+            assert mx.get_active_memory() <= baseline + 4096, (i, mx.get_active_memory(), baseline)
+    assert last < 0.5 * first
+    assert optimizer.state["step"].item() == 510
