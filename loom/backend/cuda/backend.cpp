@@ -64,7 +64,7 @@ class Completer {
     if (ev == nullptr || cudaEventRecord(ev, s) != cudaSuccess) {
       // The device is unusable: wake waiters now rather than never.
       cudaGetLastError();
-      scheduler::signal_timeline(*timeline, value);
+      timeline->signal(value);
       return;
     }
     {
@@ -139,7 +139,7 @@ class Completer {
         pending_.fetch_sub(1, std::memory_order_relaxed);
       }
       wait_event(item.event);
-      scheduler::signal_timeline(*item.timeline, item.value);
+      item.timeline->signal(item.value);
       item.timeline.reset();
       std::lock_guard<std::mutex> lock(mutex_);
       free_.push_back(item.event);
