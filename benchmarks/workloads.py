@@ -676,6 +676,9 @@ def all_workloads(quick=False):
     add(f"multiply-add {tag}", "memory", build_multiply_add(n), bytes=4 * n * F32)
     add(f"exp {tag}", "memory", build_unary(n, "exp"), bytes=2 * n * F32)
     add(f"erf {tag}", "memory", build_unary(n, "erf"), bytes=2 * n * F32)
+    # issue 9: the float32 transcendentals at >= 80% of the copy rate
+    for op in ("sin", "cos", "tanh", "log1p"):
+        add(f"{op} {tag}", "memory", build_unary(n, op), bytes=2 * n * F32)
     gtag = _shape(gelu_shape)
     add(f"gelu {gtag} eager", "memory", build_gelu(gelu_shape, False), bytes=2 * gelu_values * F32)
     add(f"gelu {gtag} compiled", "memory", build_gelu(gelu_shape, True),
