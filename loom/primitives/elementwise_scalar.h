@@ -248,6 +248,14 @@ inline float log_f32(float x) {
   return blend(x < 0.0f, std::numeric_limits<float>::quiet_NaN(), r);
 }
 
+// 1 / (1 + e^-x) for float32 within 2 ulp: with e = e^-|x| (no overflow),
+// 1 / (1 + e) for x >= 0 and e / (1 + e) below, so results down to the
+// subnormal range (x < -87) keep their precision.
+inline float sigmoid_f32(float x) {
+  float e = exp_f32(-std::fabs(x));
+  return blend(x >= 0.0f, 1.0f, e) / (1.0f + e); // NaN: e is NaN
+}
+
 // --- float32 kernels computed in double ---
 // The ops below widen a float32 argument to double, reduce and evaluate it
 // there and round once at the end: within 1 ulp of the exact result, still
@@ -356,19 +364,62 @@ inline float log1p_f32(float x) {
 }
 
 // --- float32 sin, cos and tan ---
-// x is reduced to r = x - n pi/2 in double (pi/2 in two parts; the first has
-// 33 bits, so n * kPio2Hi is exact and the first subtraction loses nothing)
-// and the polynomials run on |r| <= pi/4 in double. That is accurate while
-// n is well below 2^52; past kTrigMax (or for inf and NaN) the *_wide
-// functions call the C library's double routine, which reduces exactly.
+// x is reduced in double: sin and cos to r = x - n pi (cos: n + 1/2 for n),
+// |r| <= pi/2, and one odd polynomial; tan to r = x - n pi/2, |r| <= pi/4,
+// and both polynomials. pi (pi/2) is split in two parts whose first has 33
+// bits, so with a fused multiply-add the first subtraction is exact (the
+// result is a multiple of that part's last bit, and small). That keeps the
+// reduction exact enough while n is well below 2^52 (2^20 without FMA, where
+// the product itself must be exact); past kTrigMax, and for inf and NaN, the
+// *_wide functions call the C library's double routine.
+#if defined(__FMA__)
 inline constexpr float kTrigMax = 1099511627776.0f; // 2^40
+#else
+inline constexpr float kTrigMax = 524288.0f; // 2^19
+#endif
 
-struct TrigParts {
-  double sin_r;
-  double cos_r;
-  uint64_t quadrant; // n mod 4 in the low bits
-};
-inline TrigParts trig_parts_f64(float x) {
+// sin(r) for |r| <= pi/2: Taylor series to r^15 (truncation below 7e-13).
+inline double sin_poly_f64(double r) {
+  double r2 = r * r;
+  double p = -1.0 / 1307674368000.0;
+  p = p * r2 + 1.0 / 6227020800.0;
+  p = p * r2 - 1.0 / 39916800.0;
+  p = p * r2 + 1.0 / 362880.0;
+  p = p * r2 - 1.0 / 5040.0;
+  p = p * r2 + 1.0 / 120.0;
+  p = p * r2 - 1.0 / 6.0;
+  return r + (r * r2) * p;
+}
+
+inline constexpr double kInvPi = 0.31830988618379067154;
+inline constexpr double kPiHi = 3.14159265346825122833; // 33 bits
+inline constexpr double kPiLo = 1.21542010130123844986e-10;
+
+// The core forms are exact only for |x| < kTrigMax (others give some
+// number); sin_f32 and friends pick the wide form past it.
+inline float sin_f32_core(float x) {
+  double xd = x;
+  double t = xd * kInvPi + kRoundShifter;
+  double n = t - kRoundShifter;
+  double r = xd - n * kPiHi;
+  r = r - n * kPiLo;
+  double v = sin_poly_f64(r);
+  v = (std::bit_cast<uint64_t>(t) & 1) ? -v : v;     // sin(x) = (-1)^n sin(r)
+  return blend(x == 0.0f, x, static_cast<float>(v)); // keeps the sign of -0
+}
+
+inline float cos_f32_core(float x) {
+  double xd = x;
+  double t = (xd * kInvPi - 0.5) + kRoundShifter;
+  double m = (t - kRoundShifter) + 0.5; // n + 1/2
+  double r = xd - m * kPiHi;
+  r = r - m * kPiLo;
+  double v = sin_poly_f64(r);
+  v = (std::bit_cast<uint64_t>(t) & 1) ? v : -v; // cos(x) = -(-1)^n sin(r)
+  return static_cast<float>(v);
+}
+
+inline float tan_f32_core(float x) {
   constexpr double kTwoOverPi = 0.63661977236758134308;
   constexpr double kPio2Hi = 1.57079632673412561417e+00;
   constexpr double kPio2Lo = 6.07710050650619224932e-11;
@@ -391,28 +442,10 @@ inline TrigParts trig_parts_f64(float x) {
   pc = pc * r2 - 1.0 / 720.0;
   pc = pc * r2 + 1.0 / 24.0;
   pc = pc * r2 - 0.5;
-  return {r + (r * r2) * ps, 1.0 + r2 * pc, std::bit_cast<uint64_t>(t)};
-}
-
-// The core forms are exact only for |x| < kTrigMax (others give some
-// number); sin_f32 and friends pick the wide form past it.
-inline float sin_f32_core(float x) {
-  TrigParts t = trig_parts_f64(x);
-  double v = (t.quadrant & 1) ? t.cos_r : t.sin_r;
-  v = (t.quadrant & 2) ? -v : v;
-  return blend(x == 0.0f, x, static_cast<float>(v)); // keeps the sign of -0
-}
-
-inline float cos_f32_core(float x) {
-  TrigParts t = trig_parts_f64(x);
-  double v = (t.quadrant & 1) ? t.sin_r : t.cos_r;
-  v = ((t.quadrant + 1) & 2) ? -v : v;
-  return static_cast<float>(v);
-}
-
-inline float tan_f32_core(float x) {
-  TrigParts t = trig_parts_f64(x);
-  double v = (t.quadrant & 1) ? -t.cos_r / t.sin_r : t.sin_r / t.cos_r;
+  double sin_r = r + (r * r2) * ps;
+  double cos_r = 1.0 + r2 * pc;
+  // tan(x) = tan(r) for even n, -cot(r) for odd n.
+  double v = (std::bit_cast<uint64_t>(t) & 1) ? -cos_r / sin_r : sin_r / cos_r;
   return blend(x == 0.0f, x, static_cast<float>(v));
 }
 
@@ -433,6 +466,8 @@ inline float tan_f32(float x) { return trig_in_range(x) ? tan_f32_core(x) : tan_
 // would. The range is tested first, in a separate pass over each piece (the
 // output may be the input: eager kernels write in place into a donated
 // buffer), so a piece with no out-of-range element needs no per-element test.
+// (Testing inside the core loop and redoing the few outside elements after
+// it measured no faster.)
 template <float (*Core)(float), float (*Wide)(float)>
 inline void ranged_block(const float* x, float* y, size_t n) {
   constexpr size_t kPiece = 1024;

@@ -287,7 +287,7 @@ struct Sigmoid {
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
-      return 1.0f / (1.0f + exp_f32(-x));
+      return sigmoid_f32(x);
     else
       return C(1) / (C(1) + std::exp(-x));
   }

@@ -55,7 +55,7 @@ OPS = [
     ("sinh", np.sinh, (-149, 7, True), 1.0, (-20, 5)),
     ("cosh", np.cosh, (-149, 7, True), 1.0, (-20, 5)),
     ("erf", special.erf, (-149, 3, True), 2.0, (-20, 2)),
-    ("sigmoid", sigmoid64, (-149, 7, True), 2.0, (-20, 5)),
+    ("sigmoid", sigmoid64, (-149, 7, True), 2.5, (-20, 5)),
 ]
 NAMES = [o[0] for o in OPS]
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, TINY, -TINY, 1.0, -1.0,
