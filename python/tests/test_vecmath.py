@@ -69,6 +69,12 @@ def reference(ref, x):
         return ref(x.astype(np.float64))
 
 
+def reference32(ref, x):
+    """The float64 reference rounded to float32 (overflowing to inf)."""
+    with np.errstate(all="ignore"):
+        return ref(x.astype(np.float64)).astype(np.float32)
+
+
 @pytest.mark.loom_only
 @pytest.mark.parametrize("name,ref,wide,bound,common", OPS, ids=NAMES)
 def test_ulp_wide_range(name, ref, wide, bound, common):
@@ -95,7 +101,7 @@ def test_infinities_and_nan(name, ref, wide, bound, common):
     x = np.array([np.inf, -np.inf, np.nan, 1.0, -1.0, 1e30, -1e30, np.finfo(np.float32).max],
                  np.float32)
     got = np.array(getattr(mx, name)(mx.array(x)))
-    want = reference(ref, x).astype(np.float32)
+    want = reference32(ref, x)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
@@ -107,7 +113,7 @@ def test_special_values(name, ref, wide, bound, common):
     # Signed zeros, subnormals and the overflow threshold, as NumPy has them.
     x = SPECIALS
     got = np.array(getattr(mx, name)(mx.array(x)))
-    want = reference(ref, x).astype(np.float32)
+    want = reference32(ref, x)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
@@ -165,7 +171,7 @@ def mixed_trig_input(n=5000, huge=True):
 def test_trig_layouts(name, huge):
     x = mixed_trig_input(huge=huge)
     f = getattr(mx, name)
-    want = reference(getattr(np, name), x).astype(np.float32)
+    want = reference32(getattr(np, name), x)
     a = mx.array(x)
     # dense
     np.testing.assert_allclose(np.array(f(a)), want, rtol=3e-7, atol=1e-7)
