@@ -174,6 +174,48 @@ def build_gelu(shape, compiled):
     return build
 
 
+def _ten_op_chain(v):
+    """A 10-op element-wise function (issue 8's compile targets)."""
+    for k in range(5):
+        v = v * (1.0 + k / 8) + 0.25
+    return v
+
+
+def build_compile_first_call(size):
+    """Trace + passes + kernel preparation + run: a fresh function per call."""
+
+    def build(fw):
+        if fw.family == "numpy":
+            fw.compile(None)  # raises NotApplicable: numpy has no compiler
+        if fw.family == "torch":
+            raise fw.unsupported("fast first compile (torch.compile takes seconds)")
+        x = fw.rand((size,))
+
+        def call():
+            def fresh(v):
+                return _ten_op_chain(v)
+
+            return fw.compile(fresh)(x)
+
+        return call
+
+    return build
+
+
+def build_compile_cache_hit(size):
+    """A compiled 10-op function called again on a tiny input: the cache
+    lookup and dispatch, next to the eager call of the same ops."""
+
+    def build(fw):
+        if fw.family == "numpy":
+            fw.compile(None)
+        x = fw.rand((size,))
+        fn = fw.compile(_ten_op_chain)
+        return lambda: fn(x)
+
+    return build
+
+
 def build_reduction(shape, kind, axis):
     def build(fw):
         x = fw.rand(shape)
@@ -721,10 +763,17 @@ def all_workloads(quick=False):
     add(f"multiply-add {tag}", "memory", build_multiply_add(n), bytes=4 * n * F32)
     add(f"exp {tag}", "memory", build_unary(n, "exp"), bytes=2 * n * F32)
     add(f"erf {tag}", "memory", build_unary(n, "erf"), bytes=2 * n * F32)
+    # issue 9: the float32 transcendentals at >= 80% of the copy rate
+    for op in ("sin", "cos", "tanh", "log1p"):
+        add(f"{op} {tag}", "memory", build_unary(n, op), bytes=2 * n * F32)
     gtag = _shape(gelu_shape)
     add(f"gelu {gtag} eager", "memory", build_gelu(gelu_shape, False), bytes=2 * gelu_values * F32)
     add(f"gelu {gtag} compiled", "memory", build_gelu(gelu_shape, True),
         bytes=2 * gelu_values * F32, note="mx.compile / torch.compile / jax.jit")
+    add("compile first call, 10-op chain on 1K f32", "dispatch", build_compile_first_call(1024),
+        ops=1, note="a fresh function per call: trace, passes, run")
+    add("compile cache hit, 10-op chain on 16 f32", "dispatch", build_compile_cache_hit(16),
+        ops=1, note="the same compiled function again")
     mtag = f"{rows}×{cols} f32"
     in_bytes = rows * cols * F32
     add(f"sum all {mtag}", "memory", build_reduction((rows, cols), "sum", None), bytes=in_bytes)

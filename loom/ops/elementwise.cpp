@@ -470,6 +470,7 @@ array log10(const array& a, StreamOrDevice s) {
 
 array log1p(const array& a, StreamOrDevice sd) {
   Stream s = to_stream(sd);
+  if (!is_complex(a.dtype())) return build_unary(UnaryOp::Log1p, a, at_least_float(a.dtype()), s);
   array x = cast_to(a, at_least_float(a.dtype()), s);
   Dtype d = x.dtype();
   // Goldberg's correction: u = 1 + x rounds, and log(u) * x / (u - 1) cancels

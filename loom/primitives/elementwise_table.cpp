@@ -100,6 +100,9 @@ array ArcTanh::derivative(const UnaryChain& c) {
   return divide(c.g, d(c, subtract(scalar(1.0, c.x), square(c.x, c.s), c.s)), c.s);
 }
 array Expm1::derivative(const UnaryChain& c) { return multiply(c.g, exp(c.x, c.s), c.s); }
+array Log1p::derivative(const UnaryChain& c) {
+  return divide(c.g, add(c.x, scalar(1.0, c.x), c.s), c.s);
+}
 array ErfInv::derivative(const UnaryChain& c) {
   // d/dy erfinv(y) = sqrt(pi)/2 exp(erfinv(y)^2).
   const double half_sqrt_pi = std::sqrt(M_PI) / 2.0;

@@ -11,6 +11,11 @@
 //   derivative_reads_output  whether the derivative uses the op's output
 //   operator() the scalar functor on compute types, which every CPU kernel
 //             runs (and generated C++ may call)
+//   block     (optional) the float32 functor over a block, with identical
+//             results: for functors that branch (sin, cos, tan: huge
+//             arguments) or that a block can skip part of (erf, tanh: the
+//             large-argument half when a piece has no large argument);
+//             kernels call it instead of looping over operator()
 //   derivative its chain rule, declared here and written with ops in
 //             primitives/elementwise_table.cpp (vjp and jvp use it)
 // and LOOM_UNARY_OPS / LOOM_BINARY_OPS / LOOM_TERNARY_OPS list the entries:
@@ -221,7 +226,13 @@ struct Sin {
   LOOM_EW_ENTRY(Sin, inexact, input, true, "sin({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::sin(x);
+    if constexpr (std::is_same_v<C, float>)
+      return sin_f32(x);
+    else
+      return std::sin(x);
+  }
+  static void block(const float* x, float* y, size_t n) {
+    ranged_block<sin_f32_core, sin_f32_wide>(x, y, n);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -230,7 +241,13 @@ struct Cos {
   LOOM_EW_ENTRY(Cos, inexact, input, true, "cos({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::cos(x);
+    if constexpr (std::is_same_v<C, float>)
+      return cos_f32(x);
+    else
+      return std::cos(x);
+  }
+  static void block(const float* x, float* y, size_t n) {
+    ranged_block<cos_f32_core, cos_f32_wide>(x, y, n);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -244,6 +261,9 @@ struct Tanh {
     else
       return std::tanh(x);
   }
+  static void block(const float* x, float* y, size_t n) {
+    split_block<tanh_f32_small, tanh_in_small_range, tanh_f32>(x, y, n);
+  }
   static array derivative(const UnaryChain& c);
 };
 
@@ -256,6 +276,9 @@ struct Erf {
     else
       return std::erf(x);
   }
+  static void block(const float* x, float* y, size_t n) {
+    split_block<erf_f32_small, erf_in_small_range, erf_f32>(x, y, n);
+  }
   static array derivative(const UnaryChain& c);
 };
 
@@ -264,7 +287,7 @@ struct Sigmoid {
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
-      return 1.0f / (1.0f + exp_f32(-x));
+      return sigmoid_f32(x);
     else
       return C(1) / (C(1) + std::exp(-x));
   }
@@ -360,7 +383,10 @@ struct Sinh {
   LOOM_EW_ENTRY(Sinh, inexact, input, true, "sinh({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::sinh(x);
+    if constexpr (std::is_same_v<C, float>)
+      return sinh_f32(x);
+    else
+      return std::sinh(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -369,7 +395,10 @@ struct Cosh {
   LOOM_EW_ENTRY(Cosh, inexact, input, true, "cosh({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::cosh(x);
+    if constexpr (std::is_same_v<C, float>)
+      return cosh_f32(x);
+    else
+      return std::cosh(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -378,7 +407,13 @@ struct Tan {
   LOOM_EW_ENTRY(Tan, inexact, input, true, "tan({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::tan(x);
+    if constexpr (std::is_same_v<C, float>)
+      return tan_f32(x);
+    else
+      return std::tan(x);
+  }
+  static void block(const float* x, float* y, size_t n) {
+    ranged_block<tan_f32_core, tan_f32_wide>(x, y, n);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -441,7 +476,23 @@ struct Expm1 {
   LOOM_EW_ENTRY(Expm1, real, input, true, "expm1({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::expm1(x);
+    if constexpr (std::is_same_v<C, float>)
+      return expm1_f32(x);
+    else
+      return std::expm1(x);
+  }
+  static array derivative(const UnaryChain& c);
+};
+
+// Real inputs only: ops/ composes complex log1p from log.
+struct Log1p {
+  LOOM_EW_ENTRY(Log1p, real, input, true, "log1p({0})", false)
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_same_v<C, float>)
+      return log1p_f32(x);
+    else
+      return std::log1p(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -883,7 +934,8 @@ struct Select {
   X(Log2)                 \
   X(Log10)                \
   X(Real)                 \
-  X(Imag)
+  X(Imag)                 \
+  X(Log1p)
 
 #define LOOM_BINARY_OPS(X) \
   X(Add)                   \
@@ -952,6 +1004,12 @@ constexpr const OpInfo& info(TernaryOp op) { return kTernaryInfo[static_cast<int
 // The entry's derivative for an op value (primitives/elementwise_table.cpp).
 array derivative(UnaryOp op, const UnaryChain& c);
 array derivative(BinaryOp op, const BinaryChain& c);
+
+// Whether an entry has a float32 block form (see the top of this file).
+template <typename Op>
+concept has_block = requires(const float* x, float* y, size_t n) {
+  Op::block(x, y, n);
+};
 
 // Calls f.template operator()<Entry>() with the entry type of `op` (kernels
 // instantiate their loop per entry this way).

@@ -46,7 +46,11 @@ using BinaryScalar = float (*)(float, float);
 // run-time overlap checks.
 template <typename Op>
 void unary_loop(const float* __restrict a, float* __restrict d, size_t n) {
-  for (size_t i = 0; i < n; ++i) d[i] = Op{}(a[i]);
+  if constexpr (ew::has_block<Op>) {
+    Op::block(a, d, n);
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = Op{}(a[i]);
+  }
 }
 template <typename Op>
 void binary_loop(const float* __restrict a, const float* __restrict b, float* __restrict d,

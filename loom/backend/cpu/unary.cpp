@@ -1,6 +1,7 @@
 // Unary element-wise kernels: the op table's functor of each op
 // (primitives/elementwise_table.h) over the compute type of each dtype, run
 // by a loop that picks the layout's fastest path.
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <stdexcept>
@@ -20,8 +21,10 @@ using namespace elementwise;
 
 // --- the loop ---
 
-template <typename T, typename Out, typename F>
-void unary_loop(const array& in, array& out, F f) {
+// `f` maps one element; `span(x, o, n)` maps n contiguous elements (a loop
+// over f, or the entry's block form).
+template <typename T, typename Out, typename F, typename Span>
+void unary_loop(const array& in, array& out, F f, Span span) {
   if (out.size() == 0) {
     out.set_data(allocator::allocate(0));
     return;
@@ -39,13 +42,7 @@ void unary_loop(const array& in, array& out, F f) {
     }
     const T* src = in.data<T>();
     Out* dst = out.data<Out>();
-    parallel_for(n, kGrain, [&](size_t b, size_t e) {
-      // Local copies: a byte-sized output could otherwise alias the
-      // captured pointers, and the loop would not vectorise.
-      const T* x = src;
-      Out* o = dst;
-      for (size_t i = b; i < e; ++i) o[i] = f(x[i]);
-    });
+    parallel_for(n, kGrain, [&](size_t b, size_t e) { span(src + b, dst + b, e - b); });
     return;
   }
   out.set_data(allocator::allocate(out.nbytes()));
@@ -57,12 +54,32 @@ void unary_loop(const array& in, array& out, F f) {
       const T* s = src + off[0];
       Out* d = dst + off[1];
       if (st[0] == 1) {
-        for (int64_t i = 0; i < n; ++i) d[i] = f(s[i]);
+        span(s, d, static_cast<size_t>(n));
       } else {
         for (int64_t i = 0; i < n; ++i) d[i] = f(s[i * st[0]]);
       }
     });
   });
+}
+
+// Entries with a block form (elementwise_table.h) run it over float32 runs
+// directly; float16 and bfloat16 runs convert a piece to float32 on the
+// stack, run the block form and convert back.
+
+template <typename Op, typename T>
+void block_span(const T* x, T* o, size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    Op::block(x, o, n);
+  } else {
+    constexpr size_t kPiece = 512;
+    alignas(64) float buf[kPiece];
+    for (size_t b = 0; b < n; b += kPiece) {
+      const size_t m = std::min(kPiece, n - b);
+      for (size_t i = 0; i < m; ++i) buf[i] = load(x[b + i]);
+      Op::block(buf, buf, m);
+      for (size_t i = 0; i < m; ++i) o[b + i] = store<T>(buf[i]);
+    }
+  }
 }
 
 template <typename Op>
@@ -79,8 +96,16 @@ void run(UnaryOp op, const array& in, array& out) {
       }
       using S = storage_t<T>;
       using SO = storage_t<Out>;
-      unary_loop<S, SO>(in, out,
-                        [](S x) { return static_cast<SO>(store<Out>(Op{}(load_storage<T>(x)))); });
+      auto f = [](S x) { return static_cast<SO>(store<Out>(Op{}(load_storage<T>(x)))); };
+      if constexpr (ew::has_block<Op> && std::is_same_v<C, float> && std::is_same_v<Out, T>) {
+        unary_loop<S, SO>(in, out, f, [](const S* x, SO* o, size_t n) { block_span<Op>(x, o, n); });
+      } else {
+        unary_loop<S, SO>(in, out, f, [&f](const S* x, SO* o, size_t n) {
+          // The pointers are parameters: were they captured, a byte-sized
+          // output could alias them and the loop would not vectorise.
+          for (size_t i = 0; i < n; ++i) o[i] = f(x[i]);
+        });
+      }
     } else {
       throw std::invalid_argument(std::string("[") + Op::name + "] Not supported for " +
                                   dtype_name(in.dtype()) + ".");

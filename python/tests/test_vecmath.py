@@ -1,0 +1,237 @@
+"""Accuracy of the float32 transcendental kernels: ulp errors against the
+float64 NumPy/SciPy result over many magnitudes (subnormals to the overflow
+threshold, huge arguments for sin/cos/tan), the special values, the
+float16/bfloat16 paths, every layout the eager kernel takes (dense, donated
+in place, strided, broadcast) and compiled against eager."""
+
+import numpy as np
+import pytest
+from scipy import special
+
+from _backend import mx
+from _helpers import round_to
+
+TINY = 2.0**-149  # the smallest float32 subnormal
+
+
+def magnitudes(lo_exp, hi_exp, signed=True, per_binade=200, seed=0):
+    """float32 values spread over every binade 2^lo_exp .. 2^hi_exp."""
+    r = np.random.default_rng(seed)
+    e = np.arange(lo_exp, hi_exp + 1, dtype=np.float64)
+    x = (r.uniform(1.0, 2.0, (len(e), per_binade)) * np.exp2(e)[:, None]).ravel()
+    if signed:
+        x = np.concatenate([x, -x])
+    return x.astype(np.float32)
+
+
+def ulp_errors(got, ref):
+    """|got - ref| in units of the float32 ulp at ref (ref in float64)."""
+    with np.errstate(over="ignore"):
+        ref32 = ref.astype(np.float32)
+    finite = np.isfinite(ref32) & np.isfinite(got)
+    mag = np.abs(np.where(finite, ref32, np.float32(1)))
+    ulp = np.maximum(np.spacing(mag).astype(np.float64), TINY)
+    return np.where(finite, np.abs(got.astype(np.float64) - ref) / ulp, 0.0)
+
+
+def sigmoid64(x):
+    return special.expit(x)
+
+
+# name, float64 reference, (lo_exp, hi_exp, signed) of the wide inputs,
+# Loom's ulp bound there, (lo_exp, hi_exp) of the inputs every
+# implementation (MLX included) handles within 4 ulp.
+OPS = [
+    ("exp", np.exp, (-149, 7, True), 2.0, (-20, 5)),
+    ("expm1", np.expm1, (-149, 7, True), 1.0, (-20, 5)),
+    ("log", np.log, (-149, 127, False), 2.0, (-126, 127)),
+    ("log1p", np.log1p, (-149, 127, False), 1.0, (-20, 60)),
+    ("log2", np.log2, (-149, 127, False), 2.0, (-126, 127)),
+    ("log10", np.log10, (-149, 127, False), 2.5, (-126, 127)),
+    ("sin", np.sin, (-149, 127, True), 1.0, (-20, 12)),
+    ("cos", np.cos, (-149, 127, True), 1.0, (-20, 12)),
+    ("tan", np.tan, (-149, 127, True), 1.0, (-20, 12)),
+    ("tanh", np.tanh, (-149, 7, True), 2.0, (-20, 5)),
+    ("sinh", np.sinh, (-149, 7, True), 1.0, (-20, 5)),
+    ("cosh", np.cosh, (-149, 7, True), 1.0, (-20, 5)),
+    ("erf", special.erf, (-149, 3, True), 2.0, (-20, 2)),
+    ("sigmoid", sigmoid64, (-149, 7, True), 2.5, (-20, 5)),
+]
+NAMES = [o[0] for o in OPS]
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, TINY, -TINY, 1.0, -1.0,
+                     np.finfo(np.float32).max, -np.finfo(np.float32).max,
+                     np.finfo(np.float32).tiny, 88.72, 89.5, -87.5, -104.0, 1e30, -1e30],
+                    dtype=np.float32)
+
+
+def reference(ref, x):
+    with np.errstate(all="ignore"):
+        return ref(x.astype(np.float64))
+
+
+def reference32(ref, x):
+    """The float64 reference rounded to float32 (overflowing to inf)."""
+    with np.errstate(all="ignore"):
+        return ref(x.astype(np.float64)).astype(np.float32)
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name,ref,wide,bound,common", OPS, ids=NAMES)
+def test_ulp_wide_range(name, ref, wide, bound, common):
+    # Loom's kernels: subnormal inputs and results, the overflow threshold,
+    # and (sin/cos/tan) arguments up to 3e38.
+    x = magnitudes(*wide)
+    got = np.array(getattr(mx, name)(mx.array(x)))
+    err = ulp_errors(got, reference(ref, x))
+    worst = int(np.argmax(err))
+    assert err[worst] <= bound, f"{name}({x[worst]!r}) is {err[worst]:.2f} ulp off"
+
+
+@pytest.mark.parametrize("name,ref,wide,bound,common", OPS, ids=NAMES)
+def test_common_range_to_mlx_tolerance(name, ref, wide, bound, common):
+    # The tolerance MLX's own results meet over ordinary magnitudes.
+    lo, hi = common
+    x = magnitudes(lo, hi, signed=wide[2], seed=1)
+    got = np.array(getattr(mx, name)(mx.array(x)))
+    np.testing.assert_allclose(got, reference(ref, x), rtol=5e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,ref,wide,bound,common", OPS, ids=NAMES)
+def test_infinities_and_nan(name, ref, wide, bound, common):
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, -1.0, 1e30, -1e30, np.finfo(np.float32).max],
+                 np.float32)
+    got = np.array(getattr(mx, name)(mx.array(x)))
+    want = reference32(ref, x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name,ref,wide,bound,common", OPS, ids=NAMES)
+def test_special_values(name, ref, wide, bound, common):
+    # Signed zeros, subnormals and the overflow threshold, as NumPy has them.
+    x = SPECIALS
+    got = np.array(getattr(mx, name)(mx.array(x)))
+    want = reference32(ref, x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    zero = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
+    finite = np.isfinite(want) & ~zero
+    err = ulp_errors(got[finite], reference(ref, x[finite]))
+    assert err.max() <= bound
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_trig_huge_arguments_exact(name):
+    # Past 2^40 the kernels reduce through the C library's double routine;
+    # the result is the correctly rounded float32 one up to half an ulp.
+    x = magnitudes(35, 127, per_binade=50)
+    got = np.array(getattr(mx, name)(mx.array(x)))
+    err = ulp_errors(got, reference(getattr(np, name), x))
+    assert err.max() <= 0.51
+
+
+@pytest.mark.parametrize("name", ["sin", "cos", "tan", "log1p", "expm1", "tanh", "exp"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_inputs(name, dtype):
+    # float16/bfloat16 compute in float32 and round once.
+    ref = dict((o[0], o[1]) for o in OPS)[name]
+    hi = 11.0 if dtype == "float16" and name in ("exp", "expm1") else 30.0
+    lo = 0.0 if name == "log1p" else -hi
+    x = round_to(np.random.default_rng(3).uniform(lo, hi, 3000), dtype)
+    out = getattr(mx, name)(mx.array(x.astype(np.float32)).astype(getattr(mx, dtype)))
+    assert out.dtype == getattr(mx, dtype)
+    want = round_to(reference(ref, x.astype(np.float32)), dtype)
+    got = np.array(out.astype(mx.float32))
+    # One rounding to the half type: at most one half-type ulp apart.
+    spacing = 2.0**-10 if dtype == "float16" else 2.0**-7
+    np.testing.assert_allclose(got, want, rtol=spacing * 1.01, atol=1e-6)
+
+
+def mixed_trig_input(n=5000, huge=True):
+    # Ordinary arguments with a few huge ones, inf and NaN scattered among
+    # them, so that some pieces take the C library for a few elements.
+    r = np.random.default_rng(4)
+    x = r.uniform(-50.0, 50.0, n).astype(np.float32)
+    idx = r.choice(n, 40, replace=False)
+    if huge:
+        x[idx[:30]] = r.uniform(1e12, 1e30, 30).astype(np.float32) * r.choice([-1, 1], 30)
+    x[idx[30:35]] = np.inf
+    x[idx[35:]] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("huge", [pytest.param(True, marks=pytest.mark.loom_only), False],
+                         ids=["huge", "ordinary"])
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_trig_layouts(name, huge):
+    x = mixed_trig_input(huge=huge)
+    f = getattr(mx, name)
+    want = reference32(getattr(np, name), x)
+    a = mx.array(x)
+    # dense
+    np.testing.assert_allclose(np.array(f(a)), want, rtol=3e-7, atol=1e-7)
+    # a temporary input whose buffer the kernel reuses for its output
+    np.testing.assert_allclose(np.array(f(a * 1.0)), want, rtol=3e-7, atol=1e-7)
+    # strided (every other element) and reversed views
+    np.testing.assert_allclose(np.array(f(a[::2])), want[::2], rtol=3e-7, atol=1e-7)
+    np.testing.assert_allclose(np.array(f(a[::-1])), want[::-1], rtol=3e-7, atol=1e-7)
+    # a transposed 2-D view: the kernel walks runs of a collapsed layout
+    m = x[:4900].reshape(70, 70)
+    mt = mx.array(m).T
+    np.testing.assert_allclose(np.array(f(mt)), want[:4900].reshape(70, 70).T, rtol=3e-7,
+                               atol=1e-7)
+    # a broadcast scalar
+    v = np.float32(1e20 if huge else 7.5)
+    b = mx.broadcast_to(mx.array(v), (3, 5))
+    np.testing.assert_allclose(np.array(f(b)), np.full((3, 5), getattr(np, name)(np.float64(v)),
+                                                        np.float32), rtol=3e-7)
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name", ["sin", "cos", "tan", "log1p", "expm1", "sinh", "cosh", "erf",
+                                  "tanh", "exp", "log", "sigmoid"])
+def test_compiled_matches_eager_exactly(name):
+    # One implementation: the fused tile executor runs the same kernels, so
+    # the bits agree (huge arguments and specials included).
+    x = np.concatenate([mixed_trig_input(3000), SPECIALS])
+    if name in ("log1p", "log"):
+        x = np.abs(x)
+    f = getattr(mx, name)
+
+    def fn(v):
+        return f(v * 1.0) + 0.0
+
+    a = mx.array(x)
+    eager = np.array(fn(a))
+    compiled = np.array(mx.compile(fn)(a))
+    np.testing.assert_array_equal(compiled.view(np.uint32), eager.view(np.uint32))
+
+
+def test_log1p_small_and_negative():
+    x = np.array([1e-30, -1e-30, 1e-8, -1e-8, 1e-3, -0.5, -0.999999, -1.0, -1.5, 3.0],
+                 np.float32)
+    got = np.array(mx.log1p(mx.array(x)))
+    want = reference(np.log1p, x)
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=3e-7)
+    assert np.isneginf(got[7]) and np.isnan(got[8])
+
+
+def test_log1p_float64_and_complex():
+    x = np.array([1e-300, 1e-10, 0.5, 100.0])
+    got = np.array(mx.log1p(mx.array(x, dtype=mx.float64), stream=mx.cpu))
+    np.testing.assert_allclose(got, np.log1p(x), rtol=1e-15)
+    z = np.array([0.5 + 0.5j, -0.25 + 1j], np.complex64)
+    np.testing.assert_allclose(np.array(mx.log1p(mx.array(z))), np.log1p(z.astype(np.complex128)),
+                               rtol=1e-5)
+
+
+def test_log1p_gradient():
+    x = mx.array(np.array([0.0, 0.5, 3.0, -0.5], np.float32))
+    g = mx.grad(lambda v: mx.log1p(v).sum())(x)
+    np.testing.assert_allclose(np.array(g), 1.0 / (1.0 + np.array(x)), rtol=1e-6)
