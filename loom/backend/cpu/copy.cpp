@@ -16,7 +16,11 @@ namespace loom::cpu {
 
 namespace {
 constexpr size_t kGrain = 1 << 16;
-constexpr int64_t kTile = 64; // elements per side of a transpose tile (16 KiB of float32)
+// Transpose tiles: long along the source's contiguous dimension p (whole
+// lines and a stream the prefetcher follows), short along q, so the tile's
+// source rows stay in L1 while the destination rows are written: 256 x 32
+// float32 ran ~30% faster than 64 x 64 here.
+constexpr int64_t kTileP = 256, kTileQ = 32;
 
 // A copy whose source is contiguous along dimension p and whose destination
 // is contiguous along another dimension q: a transpose. Walking either
@@ -93,8 +97,8 @@ void transpose_tile(const S* s, int64_t s_q, D* d, int64_t d_p, int64_t np, int6
 #if defined(__AVX__)
   if constexpr (sizeof(S) == 4 && std::is_same_v<S, D>) {
     const int64_t np8 = np & ~int64_t(7), nq8 = nq & ~int64_t(7);
-    for (int64_t j = 0; j < nq8; j += 8) {
-      for (int64_t i = 0; i < np8; i += 8) {
+    for (int64_t i = 0; i < np8; i += 8) {
+      for (int64_t j = 0; j < nq8; j += 8) {
         transpose8x8(reinterpret_cast<const float*>(s + i + j * s_q), s_q,
                      reinterpret_cast<float*>(d + i * d_p + j), d_p);
       }
@@ -114,11 +118,11 @@ void transpose_tile(const S* s, int64_t s_q, D* d, int64_t d_p, int64_t np, int6
 
 template <typename S, typename D>
 void copy_transposed(const TransposePlan& plan, const S* in, D* out) {
-  const int64_t tp = (plan.np + kTile - 1) / kTile, tq = (plan.nq + kTile - 1) / kTile;
+  const int64_t tp = (plan.np + kTileP - 1) / kTileP, tq = (plan.nq + kTileQ - 1) / kTileQ;
   const int64_t tiles = tp * tq;
   int64_t planes = 1;
   for (int64_t s : plan.planes.shape) planes *= s;
-  const size_t grain = std::max<size_t>(1, kGrain / (kTile * kTile));
+  const size_t grain = std::max<size_t>(1, kGrain / (kTileP * kTileQ));
   parallel_for(planes * tiles, grain, [&](size_t b, size_t e) {
     size_t t = b;
     while (t < e) {
@@ -127,11 +131,11 @@ void copy_transposed(const TransposePlan& plan, const S* in, D* out) {
       size_t last = std::min<size_t>(tiles, first + (e - t));
       for_each_run<2>(plan.planes, plane, plane + 1, [&](auto off, int64_t, auto) {
         for (size_t k = first; k < last; ++k) {
-          int64_t i = static_cast<int64_t>(k / tq) * kTile,
-                  j = static_cast<int64_t>(k % tq) * kTile;
+          int64_t i = static_cast<int64_t>(k / tq) * kTileP,
+                  j = static_cast<int64_t>(k % tq) * kTileQ;
           transpose_tile(in + off[0] + i + j * plan.src_q, plan.src_q,
                          out + off[1] + i * plan.dst_p + j, plan.dst_p,
-                         std::min(kTile, plan.np - i), std::min(kTile, plan.nq - j));
+                         std::min(kTileP, plan.np - i), std::min(kTileQ, plan.nq - j));
         }
       });
       t += last - first;
