@@ -53,6 +53,15 @@ inline __m512 prefix_in_vector(__m512 x) {
   x = _mm512_add_ps(x, shift_up(x, std::integral_constant<int, 4>{}));
   return _mm512_add_ps(x, shift_up(x, std::integral_constant<int, 8>{}));
 }
+#elif defined(__AVX2__)
+constexpr int64_t kLanes = 8;
+inline __m256 prefix_in_vector(__m256 x) {
+  // Within each 128-bit half, then the low half's total into the high half.
+  x = _mm256_add_ps(x, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(x), 4)));
+  x = _mm256_add_ps(x, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(x), 8)));
+  __m256 t = _mm256_permute_ps(x, 0xFF);
+  return _mm256_add_ps(x, _mm256_permute2f128_ps(t, t, 0x08));
+}
 #endif
 
 // Scans x[0, n) into y (forward or reverse, inclusive or exclusive), starting
@@ -81,6 +90,24 @@ float scan_sum_f32(const float* x, float* y, int64_t n, bool reverse, bool inclu
     _mm512_storeu_ps(reverse ? y + n - done - kLanes : y + done, o);
   }
   carry = _mm512_cvtss_f32(c);
+#elif defined(__AVX2__)
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256i up = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+  const __m256i last = _mm256_set1_epi32(7);
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 c = _mm256_set1_ps(carry);
+  for (; done + kLanes <= n; done += kLanes) {
+    const float* px = reverse ? x + n - done - kLanes : x + done;
+    __m256 v = _mm256_loadu_ps(px);
+    if (reverse) v = _mm256_permutevar8x32_ps(v, rev);
+    __m256 p = prefix_in_vector(v);
+    __m256 o = inclusive ? p : _mm256_blend_ps(_mm256_permutevar8x32_ps(p, up), zero, 0x01);
+    o = _mm256_add_ps(o, c);
+    c = _mm256_add_ps(c, _mm256_permutevar8x32_ps(p, last));
+    if (reverse) o = _mm256_permutevar8x32_ps(o, rev);
+    _mm256_storeu_ps(reverse ? y + n - done - kLanes : y + done, o);
+  }
+  carry = _mm256_cvtss_f32(c);
 #endif
   for (; done < n; ++done) {
     int64_t i = reverse ? n - 1 - done : done;
