@@ -111,8 +111,8 @@ def test_too_many_indices_raises():
         mx.array(3)[0]
 
 
-# --- scatter of whole rows on the pool: each thread applies, in order, the
-# tuples whose row is in its share (repeated rows still combine in order) ------
+# --- scatter of whole rows (x.at[idx].op(v) on a table): repeated rows
+# combine in order, every reduction, negative indices, other layouts ----------
 
 @pytest.mark.parametrize("count", [100, 1024, 5000])
 @pytest.mark.parametrize("op", ["add", "multiply", "maximum", "minimum", "set"])

@@ -246,27 +246,6 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
       }
       return;
     }
-    if (flat && block > 1 && block < (1 << 15) && offsets.size() >= 1024 &&
-        cpu::num_threads() > 1 &&
-        std::all_of(offsets.begin(), offsets.end(), [&](int64_t o) { return o % block == 0; })) {
-      // Whole rows, each addressed by a multiple of the block, are disjoint
-      // or identical: every thread goes through the tuples in order and
-      // applies those whose row is in its share, so repeated rows still
-      // combine in order and no row is written by two threads.
-      const int64_t rows = static_cast<int64_t>(out.size()) / block;
-      const int64_t threads = cpu::num_threads();
-      cpu::parallel_for(threads, 1, [&](size_t b, size_t e) {
-        const int64_t lo = rows * static_cast<int64_t>(b) / threads * block;
-        const int64_t hi = rows * static_cast<int64_t>(e) / threads * block;
-        for (size_t i = 0; i < offsets.size(); ++i) {
-          if (offsets[i] < lo || offsets[i] >= hi) continue;
-          auto* d = dst + offsets[i];
-          const auto* s = src + i * block;
-          for (int64_t k = 0; k < block; ++k) combine(d[k], s[k]);
-        }
-      });
-      return;
-    }
     for (size_t i = 0; i < offsets.size(); ++i) {
       auto* d = dst + offsets[i];
       const auto* s = src + i * block;
