@@ -727,6 +727,114 @@ def build_export_roundtrip(ops, n):
     return build
 
 
+# --- issue 9: scans, sorting, selection, gathers, einsum (kern9) ---------------------
+def build_cumsum(n):
+    def build(fw):
+        x = fw.rand((n,))
+        return lambda: fw.m.cumsum(x, axis=0)
+
+    return build
+
+
+def build_sort(n, indices):
+    """sort / argsort of n float32; NumPy's default (unstable) argsort, the
+    others' stable ones (MLX's argsort is stable)."""
+
+    def build(fw):
+        x = fw.rand((n,))
+        m = fw.m
+        if fw.family == "torch":
+            if indices:
+                return lambda: m.argsort(x, stable=True)
+            return lambda: m.sort(x).values
+        if indices:
+            if fw.family == "jax":
+                return lambda: m.argsort(x, stable=True)
+            return lambda: m.argsort(x)
+        return lambda: m.sort(x)
+
+    return build
+
+
+def _row_indices(fw, rows, count):
+    host = fw.rng.integers(0, rows, size=count).astype(fw.np.int32)
+    if fw.family == "torch":
+        host = host.astype(fw.np.int64)  # index_select / index_add take int64
+    return fw.input(host)
+
+
+def build_take_rows(rows, cols, count):
+    def build(fw):
+        table, idx = fw.rand((rows, cols)), _row_indices(fw, rows, count)
+        if fw.family == "torch":
+            return lambda: fw.torch.index_select(table, 0, idx)
+        return lambda: fw.m.take(table, idx, axis=0)
+
+    return build
+
+
+def build_add_at_rows(rows, cols, count):
+    """x.at[idx].add(v) (a new array): repeated rows accumulate."""
+
+    def build(fw):
+        table, idx, v = fw.rand((rows, cols)), _row_indices(fw, rows, count), fw.rand((count, cols))
+        if fw.family == "numpy":
+            np = fw.np
+
+            def call():
+                out = table.copy()
+                np.add.at(out, idx, v)
+                return out
+
+            return call
+        if fw.family == "torch":
+            return lambda: table.index_add(0, idx, v)
+        return lambda: table.at[idx].add(v)
+
+    return build
+
+
+def build_topk(shape, k):
+    def build(fw):
+        x = fw.rand(shape)
+        if fw.family == "torch":
+            return lambda: fw.torch.topk(x, k, dim=-1).values
+        if fw.family == "jax":
+            return lambda: fw.jax.lax.top_k(x, k)[0]
+        if fw.family == "numpy":
+            np = fw.np
+            return lambda: np.partition(x, shape[-1] - k, axis=-1)[..., -k:]
+        return lambda: fw.m.topk(x, k, axis=-1)
+
+    return build
+
+
+def build_attention_scores(batch, heads, length, head_dim, einsum):
+    """q k^T per head: einsum("bhqd,bhkd->bhqk") or the same batched matmul."""
+
+    def build(fw):
+        q, k = fw.rand((batch, heads, length, head_dim)), fw.rand((batch, heads, length, head_dim))
+        if einsum:
+            return lambda: fw.m.einsum("bhqd,bhkd->bhqk", q, k)
+        kt = fw.swapaxes(k, -1, -2)
+        matmul = fw.m.matmul
+        return lambda: matmul(q, kt)
+
+    return build
+
+
+def build_reduce_last(shape, kind):
+    def build(fw):
+        x = fw.rand(shape)
+        if fw.family == "torch":
+            f = fw.torch.amax if kind == "max" else fw.torch.amin
+            return lambda: f(x, dim=-1)
+        f = getattr(fw.m, kind)
+        return lambda: f(x, axis=-1)
+
+    return build
+
+
 def all_workloads(quick=False):
     """Every workload, sized for a full run or for --quick (a smoke run: the
     same workloads, smaller where a full-size call takes seconds)."""
@@ -873,6 +981,35 @@ def all_workloads(quick=False):
     # function export
     add("export + import + first call, 100 ops on 1K f32", "export",
         build_export_roundtrip(100, 1024), ops=100, note="export_function, import_function")
+    # issue 9's targets (kern9): scans, sorting, selection, row gathers, einsum
+    n_sort = (4 if quick else 16) * MIB
+    add(f"cumsum {tag}", "memory", build_cumsum(n), bytes=2 * n * F32,
+        note="target: >= 70% of the copy rate")
+    add(f"sort {_human(n_sort)} f32", "memory", build_sort(n_sort, False), bytes=2 * n_sort * F32,
+        note="target: >= NumPy")
+    add(f"argsort {_human(n_sort)} f32", "memory", build_sort(n_sort, True),
+        bytes=2 * n_sort * F32, note="stable (numpy: its default kind); target: >= NumPy")
+    t_rows, t_cols = (256 * 1024 if quick else MIB), 64
+    t_bytes = t_rows * t_cols * F32
+    add(f"take {_human(t_rows)} rows of {_human(t_rows)}×{t_cols} f32", "memory",
+        build_take_rows(t_rows, t_cols, t_rows), bytes=2 * t_bytes + t_rows * 4,
+        note="torch: index_select; target: >= np.take")
+    add(f"x.at[idx].add(v) {_human(t_rows)} rows of {_human(t_rows)}×{t_cols} f32", "memory",
+        build_add_at_rows(t_rows, t_cols, t_rows), bytes=4 * t_bytes + t_rows * 4,
+        note="a new array; numpy: copy + np.add.at, torch: index_add; target: >= NumPy")
+    k_shape = (1024, 32000) if quick else (4096, 32000)
+    add(f"topk k=8 {_shape(k_shape)} f32", "memory", build_topk(k_shape, 8),
+        bytes=math.prod(k_shape) * F32, note="numpy: np.partition; target: >= PyTorch")
+    e_dims = (4, 8, 512, 64) if quick else (8, 8, 1024, 64)
+    e_flops = 2 * e_dims[0] * e_dims[1] * e_dims[2] ** 2 * e_dims[3]
+    e_tag = f"B{e_dims[0]} H{e_dims[1]} L{e_dims[2]} D{e_dims[3]}"
+    add(f"einsum bhqd,bhkd->bhqk {e_tag}", "compute", build_attention_scores(*e_dims, True),
+        flops=e_flops, note="target: within 1.1x of the matmul row below")
+    add(f"matmul q @ k^T {e_tag}", "compute", build_attention_scores(*e_dims, False),
+        flops=e_flops)
+    for kind in ("max", "min"):
+        add(f"{kind} axis -1 {mtag}", "memory", build_reduce_last((rows, cols), kind),
+            bytes=in_bytes + rows * F32)
     w += nn_training_workloads(quick)
     return w
 

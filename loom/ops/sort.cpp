@@ -31,7 +31,9 @@ int sort_axis(const array& a, int axis, const char* op) {
 
 array make_sort(const array& a, Sort::Kind kind, int axis, int kth, StreamOrDevice s) {
   Dtype dtype = kind == Sort::Kind::values ? a.dtype() : uint32;
-  return array(a.shape(), dtype, std::make_shared<Sort>(to_stream(s), kind, axis, kth), {a});
+  Shape shape = a.shape();
+  if (kind == Sort::Kind::top_indices) shape[axis] = kth;
+  return array(std::move(shape), dtype, std::make_shared<Sort>(to_stream(s), kind, axis, kth), {a});
 }
 
 int checked_kth(const array& a, int kth, int axis, int given_axis, const char* op) {
@@ -95,10 +97,9 @@ array topk(const array& a, int k, int axis, StreamOrDevice s) {
     stop[ax] = k;
     return slice(a, start, stop, step, s);
   }
-  // Gather only the k selected elements (not the whole partition).
-  array perm = make_sort(a, Sort::Kind::partition_indices, ax, dim - k, s);
-  start[ax] = dim - k;
-  return take_along_axis(a, slice(perm, start, stop, step, s), ax, s);
+  // Only the k selected indices are made (not the whole partition), and
+  // only their elements gathered.
+  return take_along_axis(a, make_sort(a, Sort::Kind::top_indices, ax, k, s), ax, s);
 }
 array topk(const array& a, int k, StreamOrDevice s) { return topk(reshape(a, {-1}, s), k, 0, s); }
 

@@ -15,12 +15,16 @@ const char* Sort::name() const {
       return "ArgSort";
     case Kind::partition_indices:
       return "ArgPartition";
+    case Kind::top_indices:
+      return "ArgTopK";
   }
   return "Sort";
 }
 
 std::vector<Shape> Sort::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
+  Shape shape = inputs[0].shape();
+  if (kind_ == Kind::top_indices) shape[axis_] = kth_;
+  return {shape};
 }
 
 std::vector<array> Sort::vjp(const std::vector<array>& primals,
@@ -35,7 +39,7 @@ std::vector<array> Sort::vjp(const std::vector<array>& primals,
 
 std::vector<array> Sort::jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                              const std::vector<int>&) {
-  if (kind_ != Kind::values) return {zeros(primals[0].shape(), uint32, stream())};
+  if (kind_ != Kind::values) return {zeros(output_shapes(primals)[0], uint32, stream())};
   return {take_along_axis(tangents[0], argsort(primals[0], axis_, stream()), axis_, stream())};
 }
 
@@ -45,7 +49,8 @@ std::pair<std::vector<array>, std::vector<int>> Sort::vmap(const std::vector<arr
   int axis = b >= 0 && axis_ >= b ? axis_ + 1 : axis_;
   auto batched = std::make_shared<Sort>(stream(), kind_, axis, kth_);
   Dtype dtype = kind_ == Kind::values ? inputs[0].dtype() : uint32;
-  return {{array(inputs[0].shape(), dtype, std::move(batched), {inputs[0]})}, {b}};
+  Shape shape = batched->output_shapes(inputs)[0];
+  return {{array(std::move(shape), dtype, std::move(batched), {inputs[0]})}, {b}};
 }
 
 bool Sort::is_equivalent(const Primitive& other) const { return same_type_and_state(*this, other); }
@@ -85,8 +90,8 @@ bool SearchSorted::is_equivalent(const Primitive& other) const {
 
 // --- state and factories ------------------------------------------------------
 
-// The kind is the name ("Sort", "ArgSort", "ArgPartition"); kth matters for
-// ArgPartition only.
+// The kind is the name ("Sort", "ArgSort", "ArgPartition", "ArgTopK"); kth
+// matters for ArgPartition and ArgTopK only.
 PrimitiveState Sort::state() const { return {{"axis", int64_t{axis_}}, {"kth", int64_t{kth_}}}; }
 PrimitiveState SearchSorted::state() const {
   return {{"side", std::string(right_ ? "right" : "left")}};
@@ -96,7 +101,8 @@ static const bool loom_registered_sorts = [] {
   using K = Sort::Kind;
   for (auto [kind, name] : {std::pair{K::values, "Sort"},
                             {K::indices, "ArgSort"},
-                            {K::partition_indices, "ArgPartition"}}) {
+                            {K::partition_indices, "ArgPartition"},
+                            {K::top_indices, "ArgTopK"}}) {
     register_primitive(name,
                        [kind = kind, name = std::string(name)](Stream s, const PrimitiveState& st) {
                          return std::make_shared<Sort>(s, kind, state_get<int>(st, name, "axis"),

@@ -12,8 +12,11 @@ namespace loom {
 
 class Sort : public Primitive {
  public:
-  enum class Kind { values, indices, partition_indices };
-  // kth is used by partition_indices only (already in [0, dim)).
+  // top_indices: the indices of the kth largest along the axis (kth in
+  // (0, dim), the output's extent there), i.e. argpartition's last kth
+  // entries, without writing the rest of the permutation (topk).
+  enum class Kind { values, indices, partition_indices, top_indices };
+  // kth is used by partition_indices (already in [0, dim)) and top_indices.
   Sort(Stream stream, Kind kind, int axis, int kth = 0)
       : Primitive(stream), kind_(kind), axis_(axis), kth_(kth) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;

@@ -109,3 +109,73 @@ def test_too_many_indices_raises():
         mx.ones((2, 3))[0, 0, 0]
     with pytest.raises(ValueError):
         mx.array(3)[0]
+
+
+# --- scatter of whole rows (x.at[idx].op(v) on a table): repeated rows
+# combine in order, every reduction, negative indices, other layouts ----------
+
+@pytest.mark.parametrize("count", [100, 1024, 5000])
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "minimum", "set"])
+def test_scatter_rows_in_parallel(count, op):
+    rng = np.random.default_rng(count)
+    rows, cols = 300, 33
+    x = rng.uniform(0.5, 1.5, size=(rows, cols)).astype(np.float32)
+    idx = rng.integers(-rows, rows, size=count).astype(np.int32)  # repeats and negatives
+    v = rng.uniform(0.5, 1.5, size=(count, cols)).astype(np.float32)
+    if op == "set":
+        out = mx.array(x)
+        out[mx.array(idx)] = mx.array(v)
+    else:
+        out = getattr(mx.array(x).at[mx.array(idx)], op)(mx.array(v))
+    ref = x.copy()
+    if op == "set":
+        for i, r in enumerate(idx):  # the last write to a row wins
+            ref[r] = v[i]
+    else:
+        ufunc = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}[op]
+        ufunc.at(ref, idx, v)
+    np.testing.assert_allclose(np.array(out), ref, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.loom_only  # MLX's scatter maximum/minimum may drop a NaN
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_scatter_rows_in_parallel_nan(op):
+    x = np.ones((64, 16), dtype=np.float32)
+    idx = np.arange(4096) % 64
+    v = np.full((4096, 16), 2.0 if op == "maximum" else 0.0, dtype=np.float32)
+    v[100, 5] = np.nan  # row 36: later updates to it must not clear the NaN
+    ref = x.copy()
+    getattr(np, op).at(ref, idx, v)
+    out = getattr(mx.array(x).at[mx.array(idx)], op)(mx.array(v))
+    np.testing.assert_array_equal(np.array(out), ref)
+
+
+def test_scatter_rows_other_layouts():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((50, 4, 6)).astype(np.float32)
+    idx = rng.integers(0, 50, size=2000)
+    v = rng.standard_normal((2000, 4, 6)).astype(np.float32)
+    ref = x.copy()
+    np.add.at(ref, idx, v)
+    np.testing.assert_allclose(np.array(mx.array(x).at[mx.array(idx)].add(mx.array(v))), ref, rtol=1e-4, atol=1e-4)
+    # Indexing a later axis: blocks are not whole rows (the serial path).
+    idx1 = rng.integers(0, 6, size=3000)
+    v1 = rng.standard_normal((50, 4, 3000)).astype(np.float32)
+    ref1 = x.copy()
+    np.add.at(ref1, (slice(None), slice(None), idx1), v1)
+    np.testing.assert_allclose(np.array(mx.array(x).at[:, :, mx.array(idx1)].add(mx.array(v1))), ref1,
+                               rtol=1e-4, atol=1e-3)
+    # Integer rows wrap around as NumPy's.
+    xi = np.arange(64 * 8, dtype=np.int32).reshape(64, 8)
+    ii = rng.integers(0, 64, size=4096)
+    vi = np.full((4096, 8), 2**30, dtype=np.int32)
+    refi = xi.copy()
+    np.add.at(refi, ii, vi)
+    np.testing.assert_array_equal(np.array(mx.array(xi).at[mx.array(ii)].add(mx.array(vi))), refi)
+    # Non-contiguous updates and an empty index.
+    vt = mx.array(np.ascontiguousarray(v[:, :, 0].T)).T
+    ref2 = x[:, :, 0].copy()
+    np.add.at(ref2, idx, v[:, :, 0])
+    np.testing.assert_allclose(np.array(mx.array(x[:, :, 0]).at[mx.array(idx)].add(vt)), ref2, rtol=1e-4, atol=1e-4)
+    empty = mx.array(x).at[mx.array(np.zeros(0, dtype=np.int32))].add(mx.zeros((0, 4, 6)))
+    np.testing.assert_array_equal(np.array(empty), x)

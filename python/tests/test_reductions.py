@@ -226,3 +226,34 @@ def test_array_equal():
     assert mx.array_equal(mx.zeros((0,)), mx.zeros((0,))).item() is True
     t = mx.arange(6).reshape(2, 3)
     assert mx.array_equal(t.T, mx.array(np.arange(6).reshape(2, 3).T)).item() is True
+
+
+# --- float32 max/min along contiguous rows: one vector pass per row, NaN
+# tracked apart from the accumulators ------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 15, 16, 17, 63, 64, 65, 100, 1000, 4099])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_float32_row_extremes(n, op):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((37, n)).astype(np.float32)
+    x[3, rng.integers(0, n)] = np.nan       # one NaN anywhere in the row
+    x[5, n - 1] = np.nan                    # in the masked tail
+    x[6, 0] = np.nan                        # first
+    x[7, :] = np.nan                        # all
+    x[8, :] = -np.inf if op == "max" else np.inf
+    x[9, n // 2] = np.inf if op == "max" else -np.inf
+    ref = getattr(np, op)(x, axis=1)
+    assert_array(getattr(mx, op)(mx.array(x), axis=1), ref)
+    assert_array(getattr(mx, op)(mx.array(x), axis=-1, keepdims=True), ref[:, None])
+    # The whole array, and rows of a sliced (strided) view.
+    assert_array(getattr(mx, op)(mx.array(x)), getattr(np, op)(x))
+    if n > 2:
+        assert_array(getattr(mx, op)(mx.array(x)[:, 1:-1], axis=1), getattr(np, op)(x[:, 1:-1], axis=1))
+    # Columns of the transpose reduce along a strided axis (another path).
+    assert_array(getattr(mx, op)(mx.array(x).T, axis=0), ref)
+
+
+def test_float32_row_extremes_signed_zeros_and_empty_rows():
+    x = np.array([[0.0, -0.0, -1.0], [-0.0, 0.0, -2.0]], dtype=np.float32)
+    assert_array(mx.max(mx.array(x), axis=1), np.array([0.0, 0.0], dtype=np.float32))
+    assert mx.max(mx.zeros((0, 5)), axis=1).shape == (0,)

@@ -175,3 +175,47 @@ def test_cumulative_aliases():
     assert mx.cumulative_sum(a).tolist() == [0, 1, 3, 6, 10, 15]
     assert mx.cumulative_prod(mx.array([1, 2, 3]), axis=0, reverse=True).tolist() == [6, 6, 3]
     assert mx.cumulative_sum(mx.array([1, 2], dtype=mx.int8), dtype=mx.float32).dtype == mx.float32
+
+
+# --- float32 sums: the vectorised and chunked-parallel paths ------------------
+
+@pytest.mark.parametrize("n", [1, 7, 15, 16, 17, 33, 1000, (1 << 16) + 3, (1 << 18) + 21, 1 << 19])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_float32_cumsum_lengths(n, reverse, inclusive):
+    # 2^18 elements and more run as chained parallel chunks of 2^16; shorter
+    # rows run the vector loop with a scalar tail of n % 16 elements.
+    x = np.random.default_rng(n).uniform(-1, 1, size=n).astype(np.float32)
+    out = np.array(mx.cumsum(mx.array(x), reverse=reverse, inclusive=inclusive))
+    ref = _np_scan("cumsum", x.astype(np.float64), 0, reverse, inclusive)
+    assert out.dtype == np.float32 and out.shape == (n,)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-2 if n > 100_000 else 1e-4)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_float32_cumsum_rows_and_inner_axis(reverse, inclusive):
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, size=(37, 53)).astype(np.float32)
+    for axis in (0, 1):
+        out = mx.cumsum(mx.array(x), axis=axis, reverse=reverse, inclusive=inclusive)
+        ref = _np_scan("cumsum", x.astype(np.float64), axis, reverse, inclusive)
+        np.testing.assert_allclose(np.array(out), ref, rtol=1e-5, atol=1e-5)
+    # A transposed (non-contiguous) input.
+    xt = mx.array(x).T
+    out = mx.cumsum(xt, axis=1, reverse=reverse, inclusive=inclusive)
+    ref = _np_scan("cumsum", x.T.astype(np.float64), 1, reverse, inclusive)
+    np.testing.assert_allclose(np.array(out), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_float32_cumsum_nan_inf_and_empty():
+    n = (1 << 18) + 100
+    x = np.ones(n, dtype=np.float32)
+    x[70_000] = np.nan  # in the second chunk: every later chunk sees it through the carry
+    out = np.array(mx.cumsum(mx.array(x)))
+    assert np.all(out[:70_000] == np.arange(1, 70_001, dtype=np.float32))
+    assert np.all(np.isnan(out[70_000:]))
+    x = np.array([1, np.inf, 2, -np.inf, 3] * 5, dtype=np.float32)
+    np.testing.assert_array_equal(np.array(mx.cumsum(mx.array(x))), np.cumsum(x))
+    assert np.array(mx.cumsum(mx.zeros((0,)))).shape == (0,)
+    assert np.array(mx.cumsum(mx.zeros((3, 0)), axis=1)).shape == (3, 0)

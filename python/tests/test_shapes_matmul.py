@@ -313,3 +313,49 @@ def test_split_errors():
         mx.split(a, 0)
     with pytest.raises(IndexError):
         mx.split(a, 2, axis=3)
+
+
+# --- transposing copies: the tiled path (a source dimension and a different
+# destination dimension both contiguous) and the run loop it falls back to ---
+
+TRANSPOSE_SHAPES = [(8, 8), (9, 7), (7, 9), (64, 64), (65, 130), (3, 1000), (1000, 3), (257, 129)]
+
+
+@pytest.mark.parametrize("shape", TRANSPOSE_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16", "int8", "int64", "bool"])
+def test_transpose_copy_tiles(shape, dtype):
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.uniform(-100, 100, size=shape) > 0) if dtype == "bool" else rng.uniform(-100, 100, size=shape)
+    a = from_numpy(x, dtype)
+    expected = np.array(a).T
+    assert_array(mx.contiguous(a.T), expected)
+    assert_array(mx.reshape(a.T, (-1,)), expected.reshape(-1))
+
+
+@pytest.mark.parametrize("perm", [(2, 0, 1), (1, 2, 0), (0, 2, 1), (2, 1, 0)])
+def test_transpose_copy_3d_planes(perm):
+    x = np.arange(5 * 33 * 40, dtype=np.float32).reshape(5, 33, 40)
+    assert_array(mx.contiguous(mx.transpose(mx.array(x), perm)), np.transpose(x, perm))
+
+
+def test_transpose_copy_views_and_conversions():
+    x = np.random.default_rng(3).standard_normal((131, 77)).astype(np.float32)
+    a = mx.array(x)
+    # Strided (sliced) source: its contiguous dimension is the one tiles read.
+    assert_array(mx.contiguous(a[::2, 1:].T), x[::2, 1:].T)
+    assert_array(mx.contiguous(a[:, ::3].T), x[:, ::3].T)  # no contiguous dimension
+    # Converting while transposing.
+    assert_array(a.T.astype(mx.float16), x.T.astype(np.float16))
+    assert_array(a.T.astype(mx.int32), x.T.astype(np.int32))
+    # Into a strided destination (slice update).
+    y = mx.zeros((80, 140))
+    y[2:79, 3:134] = a.T
+    ref = np.zeros((80, 140), dtype=np.float32)
+    ref[2:79, 3:134] = x.T
+    assert_array(y, ref)
+    # Broadcast source (a zero stride) and NaN values pass through unchanged.
+    z = np.full((40, 50), np.nan, dtype=np.float32)
+    z[::3] = 1.5
+    assert_array(mx.contiguous(mx.array(z).T), z.T)
+    assert_array(mx.contiguous(mx.broadcast_to(mx.array(x[:1]), (20, 77)).T), np.broadcast_to(x[:1], (20, 77)).T)
+    assert np.array(mx.contiguous(mx.zeros((0, 9)).T)).shape == (9, 0)

@@ -227,3 +227,48 @@ def test_minmax():
     assert (lo.item(), hi.item()) == (1, 3)
     lo, hi = mx.minmax(mx.zeros((2, 3)), axis=1, keepdims=True)
     assert lo.shape == (2, 1) and hi.shape == (2, 1)
+
+
+# --- topk's own selection (only k indices per row are made) -------------------
+
+@pytest.mark.parametrize("shape,k,axis", [
+    ((4, 1000), 8, -1),   # k small against the row: screened heap
+    ((3, 997), 64, -1),   # the largest k the heap takes
+    ((3, 997), 65, -1),   # one more: the partition fallback
+    ((5, 40), 6, -1),     # 8k > n: the partition fallback
+    ((37, 300), 7, 0),    # along an outer axis (strided rows)
+    ((2, 3, 129), 2, 1),  # a middle axis, rows shorter than 8k
+    ((17,), 16, 0),       # k close to n
+    ((1, 1 << 16), 3, 1),
+])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_topk_selection_paths(shape, k, axis, dtype):
+    rng = np.random.default_rng(k)
+    x = rng.integers(-50, 50, size=shape).astype(np.float32)  # many ties
+    a = from_numpy(x, dtype)
+    out = mx.topk(a, k, axis=axis)
+    expected = np.take(np.sort(to_numpy(a), axis=axis), range(shape[axis] - k, shape[axis]), axis=axis)
+    got = np.sort(to_numpy(out), axis=axis)
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_topk_nan_non_contiguous_and_empty():
+    x = np.random.default_rng(9).standard_normal((6, 500)).astype(np.float32)
+    x[1, 17] = np.nan
+    x[2, ::50] = np.nan  # 10 NaNs: more than k, so every kept value is NaN
+    x[3, :] = np.inf
+    out = to_numpy(mx.topk(mx.array(x), 4, axis=1))
+    for r in range(6):
+        np.testing.assert_array_equal(np.sort(out[r]), np.sort(x[r])[-4:])
+    # A transposed input and a sliced one.
+    t = mx.array(np.ascontiguousarray(x.T)).T
+    np.testing.assert_array_equal(np.sort(to_numpy(mx.topk(t, 4, axis=1)), axis=1),
+                                  np.sort(x, axis=1)[:, -4:])
+    s = mx.array(x)[:, ::3]
+    np.testing.assert_array_equal(np.sort(to_numpy(mx.topk(s, 3, axis=1)), axis=1),
+                                  np.sort(x[:, ::3], axis=1)[:, -3:])
+    assert mx.topk(mx.zeros((0, 9)), 2, axis=1).shape == (0, 2)
+    # The gradient still reaches only the selected elements.
+    g = np.array(mx.grad(lambda v: mx.topk(v, 3, axis=1).sum())(mx.array(x[4:6])))
+    assert g.sum() == 6 and set(np.unique(g)) <= {0.0, 1.0}

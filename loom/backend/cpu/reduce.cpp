@@ -204,6 +204,51 @@ struct OrOp {
   }
 };
 
+template <typename Op>
+constexpr bool is_extreme_v = std::is_same_v<Op, MaxOp> || std::is_same_v<Op, MinOp>;
+
+#if defined(__AVX512F__)
+// GCC 12 flags the undefined pass-through vector inside its own AVX-512
+// intrinsics (the _mm512_reduce_* helpers) as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Float32 max/min of n contiguous values, NaN propagating. The vector
+// max/min instructions return their second operand when either is NaN, so a
+// NaN met in the data would be lost in the accumulator: NaNs are tracked in
+// a mask of their own. A short row is one masked load.
+template <typename Op>
+float extreme_f32(const float* x, int64_t n) {
+  constexpr bool kMax = std::is_same_v<Op, MaxOp>;
+  const __m512 ident = _mm512_set1_ps(kMax ? -std::numeric_limits<float>::infinity()
+                                           : std::numeric_limits<float>::infinity());
+  __m512 a0 = ident, a1 = ident, a2 = ident, a3 = ident;
+  __mmask16 nan = 0;
+  auto step = [&](__m512& a, __m512 v) {
+    a = kMax ? _mm512_max_ps(a, v) : _mm512_min_ps(a, v);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  };
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    step(a0, _mm512_loadu_ps(x + i));
+    step(a1, _mm512_loadu_ps(x + i + 16));
+    step(a2, _mm512_loadu_ps(x + i + 32));
+    step(a3, _mm512_loadu_ps(x + i + 48));
+  }
+  for (; i + 16 <= n; i += 16) step(a0, _mm512_loadu_ps(x + i));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    step(a0, _mm512_mask_loadu_ps(ident, m, x + i));
+  }
+  if (nan) return std::numeric_limits<float>::quiet_NaN();
+  if constexpr (kMax) {
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3)));
+  } else {
+    return _mm512_reduce_min_ps(_mm512_min_ps(_mm512_min_ps(a0, a1), _mm512_min_ps(a2, a3)));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 // Elements converted per block when the input type does not vectorise as is.
 constexpr int64_t kConvertBlock = 1024;
 
@@ -228,6 +273,11 @@ void convert_block(const In* __restrict x, Acc* __restrict out, int64_t n) {
 template <typename Op, typename Acc, typename In>
 Acc reduce_run(const In* x, int64_t n, int64_t stride) {
   Acc result = Op::template identity<Acc>();
+#if defined(__AVX512F__)
+  if constexpr (is_extreme_v<Op> && std::is_same_v<Acc, float> && std::is_same_v<In, float>) {
+    if (stride == 1) return extreme_f32<Op>(x, n);
+  }
+#endif
   if constexpr (is_half_v<In>) {
     if (stride == 1) {
       Acc buf[kConvertBlock];
@@ -374,6 +424,16 @@ void reduce_fixed_rows(Acc* __restrict out, int64_t os, const In* __restrict x, 
 template <typename Op, typename Acc, typename In>
 void reduce_short_rows(Acc* out, int64_t os, const In* x, int64_t n, int64_t rows,
                        int64_t row_stride) {
+#if defined(__AVX512F__)
+  // A compare-and-select chain per row branches on the data; a masked
+  // vector load per row does not.
+  if constexpr (is_extreme_v<Op> && std::is_same_v<Acc, float> && std::is_same_v<In, float>) {
+    for (int64_t j = 0; j < rows; ++j) {
+      out[j * os] = Op::apply(out[j * os], extreme_f32<Op>(x + j * row_stride, n));
+    }
+    return;
+  }
+#endif
   // Common small widths get a fixed-width loop the compiler can vectorise.
   if (row_stride == n && os == 1) {
     switch (n) {

@@ -5,8 +5,11 @@
 #include "loom/primitives/scan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -15,9 +18,150 @@
 #include "loom/primitives/elementwise_table.h"
 #include "loom/types/dispatch.h"
 
+#if defined(__AVX512F__) || defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace loom {
 
 namespace {
+
+inline void cpu_relax() {
+#if defined(__SSE2__)
+  _mm_pause();
+#endif
+}
+
+// GCC 12 flags the undefined pass-through vector inside its own AVX-512
+// intrinsics (alignr, permutexvar) as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Float32 running sums, vectorised: the prefix of each vector of lanes is
+// built in registers (log2(lanes) shifted adds), then offset by the carry of
+// everything before it, so the dependent chain is one add per vector rather
+// than one per element. Rounding differs from a serial loop by the order of
+// the adds within a vector only.
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+inline __m512 prefix_in_vector(__m512 x) {
+  const __m512i zero = _mm512_setzero_si512();
+  auto shift_up = [&](__m512 v, auto k) {
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v), zero, 16 - k.value));
+  };
+  x = _mm512_add_ps(x, shift_up(x, std::integral_constant<int, 1>{}));
+  x = _mm512_add_ps(x, shift_up(x, std::integral_constant<int, 2>{}));
+  x = _mm512_add_ps(x, shift_up(x, std::integral_constant<int, 4>{}));
+  return _mm512_add_ps(x, shift_up(x, std::integral_constant<int, 8>{}));
+}
+#elif defined(__AVX2__)
+constexpr int64_t kLanes = 8;
+inline __m256 prefix_in_vector(__m256 x) {
+  // Within each 128-bit half, then the low half's total into the high half.
+  x = _mm256_add_ps(x, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(x), 4)));
+  x = _mm256_add_ps(x, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(x), 8)));
+  __m256 t = _mm256_permute_ps(x, 0xFF);
+  return _mm256_add_ps(x, _mm256_permute2f128_ps(t, t, 0x08));
+}
+#endif
+
+// Scans x[0, n) into y (forward or reverse, inclusive or exclusive), starting
+// from `carry`; returns the carry after the last element (the total plus the
+// starting carry).
+float scan_sum_f32(const float* x, float* y, int64_t n, bool reverse, bool inclusive, float carry) {
+  int64_t done = 0;
+#if defined(__AVX512F__)
+  const __m512i rev = _mm512_set_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i last = _mm512_set1_epi32(15);
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 c = _mm512_set1_ps(carry);
+  for (; done + kLanes <= n; done += kLanes) {
+    // Reverse scans read the vector that ends where the previous one began,
+    // lanes reversed, so lane 0 is the element met first.
+    const float* px = reverse ? x + n - done - kLanes : x + done;
+    __m512 v = _mm512_loadu_ps(px);
+    if (reverse) v = _mm512_permutexvar_ps(rev, v);
+    __m512 p = prefix_in_vector(v);
+    __m512 o = inclusive ? p
+                         : _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(p),
+                                                                   _mm512_castps_si512(zero), 15));
+    o = _mm512_add_ps(o, c);
+    c = _mm512_add_ps(c, _mm512_permutexvar_ps(last, p));
+    if (reverse) o = _mm512_permutexvar_ps(rev, o);
+    _mm512_storeu_ps(reverse ? y + n - done - kLanes : y + done, o);
+  }
+  carry = _mm512_cvtss_f32(c);
+#elif defined(__AVX2__)
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256i up = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+  const __m256i last = _mm256_set1_epi32(7);
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 c = _mm256_set1_ps(carry);
+  for (; done + kLanes <= n; done += kLanes) {
+    const float* px = reverse ? x + n - done - kLanes : x + done;
+    __m256 v = _mm256_loadu_ps(px);
+    if (reverse) v = _mm256_permutevar8x32_ps(v, rev);
+    __m256 p = prefix_in_vector(v);
+    __m256 o = inclusive ? p : _mm256_blend_ps(_mm256_permutevar8x32_ps(p, up), zero, 0x01);
+    o = _mm256_add_ps(o, c);
+    c = _mm256_add_ps(c, _mm256_permutevar8x32_ps(p, last));
+    if (reverse) o = _mm256_permutevar8x32_ps(o, rev);
+    _mm256_storeu_ps(reverse ? y + n - done - kLanes : y + done, o);
+  }
+  carry = _mm256_cvtss_f32(c);
+#endif
+  for (; done < n; ++done) {
+    int64_t i = reverse ? n - 1 - done : done;
+    float v = x[i];
+    y[i] = inclusive ? carry + v : carry;
+    carry += v;
+  }
+  return carry;
+}
+
+#pragma GCC diagnostic pop
+
+// One long float32 row on the pool. Chunks are claimed in order; each is
+// scanned from zero (in -> out, read and written once), then waits for the
+// running total of the chunks before it, publishes its own, and adds the
+// offset while its output is still in cache. The wait is short: the chunk
+// before was claimed first and is running on another thread.
+void scan_sum_f32_parallel(const float* x, float* y, int64_t n, bool reverse, bool inclusive) {
+  constexpr int64_t kChunk = 1 << 16; // 256 KiB in, 256 KiB out: within L2
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::unique_ptr<std::atomic<float>[]> totals(new std::atomic<float>[chunks]);
+  std::unique_ptr<std::atomic<bool>[]> ready(new std::atomic<bool>[chunks]);
+  for (int64_t c = 0; c < chunks; ++c) ready[c].store(false, std::memory_order_relaxed);
+  std::atomic<int64_t> next{0};
+  cpu::parallel_for(cpu::num_threads(), 1, [&](size_t, size_t) {
+    for (;;) {
+      const int64_t c = next.fetch_add(1);
+      if (c >= chunks) return;
+      const int64_t k0 = c * kChunk, k1 = std::min(n, k0 + kChunk);
+      // Forward chunk c covers [k0, k1); reverse chunk c the same span from the end.
+      const int64_t lo = reverse ? n - k1 : k0;
+      const float own = scan_sum_f32(x + lo, y + lo, k1 - k0, reverse, inclusive, 0.0f);
+      float before = 0.0f;
+      if (c > 0) {
+        // Spin briefly, then yield: on a loaded machine the thread running
+        // chunk c - 1 may be waiting for a core.
+        for (int spins = 0; !ready[c - 1].load(std::memory_order_acquire); ++spins) {
+          if (spins < 256) {
+            cpu_relax();
+          } else {
+            std::this_thread::yield();
+          }
+        }
+        before = totals[c - 1].load(std::memory_order_relaxed);
+      }
+      totals[c].store(before + own, std::memory_order_relaxed);
+      ready[c].store(true, std::memory_order_release);
+      if (before != 0.0f) {
+        float* o = y + lo;
+        for (int64_t k = 0; k < k1 - k0; ++k) o[k] += before;
+      }
+    }
+  });
+}
 
 template <typename T>
 struct Acc {
@@ -97,6 +241,20 @@ void scan_typed(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, bo
                 bool inclusive) {
   using A = typename Acc<T>::type;
   using O = Op<R, A>;
+  if constexpr (R == Scan::ReduceType::sum && std::is_same_v<T, float>) {
+    if (inner == 1) {
+      if (outer == 1 && n >= (1 << 18) && cpu::num_threads() > 1) {
+        scan_sum_f32_parallel(in, out, n, reverse, inclusive);
+        return;
+      }
+      cpu::parallel_for(outer, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(n, 1)),
+                        [&](size_t b, size_t e) {
+                          for (size_t r = b; r < e; ++r)
+                            scan_sum_f32(in + r * n, out + r * n, n, reverse, inclusive, 0.0f);
+                        });
+      return;
+    }
+  }
   if (inner == 1) {
     auto row = [&](int64_t r) {
       const T* x = in + r * n;
@@ -166,23 +324,27 @@ void scan_typed(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, bo
   int64_t grain_inner = std::max<int64_t>(1, inner / std::max(1, cpu::num_threads()));
   int64_t jobs_per_outer = (inner + grain_inner - 1) / grain_inner;
   cpu::parallel_for(outer * jobs_per_outer, 1, [&](size_t b, size_t e) {
-    std::vector<A> acc;
+    std::unique_ptr<A[]> acc(new A[grain_inner]);
     for (size_t job = b; job < e; ++job) {
       int64_t o = job / jobs_per_outer;
       int64_t j0 = (job % jobs_per_outer) * grain_inner;
       int64_t j1 = std::min(inner, j0 + grain_inner);
-      acc.assign(j1 - j0, O::identity());
+      std::fill(acc.get(), acc.get() + (j1 - j0), O::identity());
       for (int64_t k = 0; k < n; ++k) {
         int64_t i = reverse ? n - 1 - k : k;
         const T* x = in + (o * n + i) * inner;
         T* y = out + (o * n + i) * inner;
-        for (int64_t j = j0; j < j1; ++j) {
-          if (inclusive) {
-            acc[j - j0] = O::apply(acc[j - j0], static_cast<A>(x[j]));
-            y[j] = static_cast<T>(acc[j - j0]);
-          } else {
-            y[j] = static_cast<T>(acc[j - j0]);
-            acc[j - j0] = O::apply(acc[j - j0], static_cast<A>(x[j]));
+        // Two loops rather than a test per element, so each vectorises.
+        A* a = acc.get();
+        if (inclusive) {
+          for (int64_t j = j0; j < j1; ++j) {
+            a[j - j0] = O::apply(a[j - j0], static_cast<A>(x[j]));
+            y[j] = static_cast<T>(a[j - j0]);
+          }
+        } else {
+          for (int64_t j = j0; j < j1; ++j) {
+            y[j] = static_cast<T>(a[j - j0]);
+            a[j - j0] = O::apply(a[j - j0], static_cast<A>(x[j]));
           }
         }
       }

@@ -16,6 +16,10 @@
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/types/dispatch.h"
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 namespace loom {
 
 namespace {
@@ -202,6 +206,52 @@ bool select_few(const T* row, int64_t n, int64_t kth, uint32_t* idx, Less less) 
   return true;
 }
 
+// topk's selection: the k largest of a row (k small against the row) in
+// ascending order, exactly as select_few leaves them at the end of
+// argpartition's permutation (the same heap steps on the same elements).
+// Float32 rows are screened a vector at a time against the smallest kept
+// value, which only grows, so most elements cost one vector compare; NaN
+// lanes pass the screen and meet the exact test.
+template <typename T, typename Less>
+bool top_few(const T* row, int64_t n, int64_t k, uint32_t* out, Less less,
+             std::vector<uint32_t>& heap) {
+  constexpr int64_t kFew = 64;
+  if (k > kFew || k * 8 > n) return false;
+  auto worse = [&](uint32_t x, uint32_t y) { return less(row[y], row[x]); };
+  heap.clear();
+  int64_t i = 0;
+  for (; i < n && static_cast<int64_t>(heap.size()) < k; ++i) {
+    heap.push_back(static_cast<uint32_t>(i));
+    std::push_heap(heap.begin(), heap.end(), worse);
+  }
+  auto offer = [&](int64_t j) {
+    if (less(row[heap.front()], row[j])) {
+      std::pop_heap(heap.begin(), heap.end(), worse);
+      heap.back() = static_cast<uint32_t>(j);
+      std::push_heap(heap.begin(), heap.end(), worse);
+    }
+  };
+  if constexpr (std::is_same_v<T, float>) {
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) {
+      __m512 thr = _mm512_set1_ps(row[heap.front()]);
+      uint32_t m = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + i), thr, _CMP_NLE_UQ);
+      for (; m; m &= m - 1) offer(i + __builtin_ctz(m));
+    }
+#elif defined(__AVX__)
+    for (; i + 8 <= n; i += 8) {
+      __m256 thr = _mm256_set1_ps(row[heap.front()]);
+      uint32_t m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + i), thr, _CMP_NLE_UQ));
+      for (; m; m &= m - 1) offer(i + __builtin_ctz(m));
+    }
+#endif
+  }
+  for (; i < n; ++i) offer(i);
+  std::sort(heap.begin(), heap.end(), [&](uint32_t x, uint32_t y) { return less(row[x], row[y]); });
+  std::copy(heap.begin(), heap.end(), out);
+  return true;
+}
+
 template <typename T>
 constexpr bool radix_sortable =
     std::is_same_v<T, float> || std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t>;
@@ -258,6 +308,34 @@ void Sort::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
     auto by_value = [&](const T* row) {
       return [row, less](uint32_t x, uint32_t y) { return less(row[x], row[y]); };
     };
+    if (kind_ == Kind::top_indices) {
+      // Only the k indices of each row are written; a row that top_few
+      // does not take gets argpartition's permutation and keeps its tail.
+      const int64_t k = std::min<int64_t>(kth_, n);
+      cpu::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / n), [&](size_t b, size_t e) {
+        std::unique_ptr<T[]> copy(inner == 1 ? nullptr : new T[n]);
+        std::vector<uint32_t> heap, idx, top(k);
+        for (size_t r = b; r < e; ++r) {
+          int64_t base = row_base(r);
+          const T* row = src + base;
+          if (inner != 1) {
+            for (int64_t i = 0; i < n; ++i) copy[i] = src[base + i * inner];
+            row = copy.get();
+          }
+          if (!top_few(row, n, k, top.data(), less, heap)) {
+            idx.resize(n);
+            std::iota(idx.begin(), idx.end(), 0u);
+            if (!select_few(row, n, n - k, idx.data(), less)) {
+              std::nth_element(idx.begin(), idx.begin() + (n - k), idx.end(), by_value(row));
+            }
+            std::copy(idx.end() - k, idx.end(), top.begin());
+          }
+          int64_t out_base = (r / inner) * k * inner + r % inner;
+          for (int64_t j = 0; j < k; ++j) dst[out_base + j * inner] = top[j];
+        }
+      });
+      return;
+    }
     if (rows == 1 && kind_ == Kind::indices) {
       std::iota(dst, dst + n, 0u);
       if constexpr (radix_sortable<T>) {
