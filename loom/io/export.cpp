@@ -393,7 +393,8 @@ ExportedFunction read_function(Reader& r) {
   if (r.size() < sizeof(kMagic)) in.invalid("too short for a Loom function file");
   in.read(magic, sizeof(magic), "magic");
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
-    in.invalid("not a Loom function file (it does not start with LOOMFUNC)");
+    if (is_mlxfn(r)) return read_mlxfn(r);
+    in.invalid("not a Loom function file (it does not start with LOOMFUNC) nor an MLX .mlxfn file");
   }
   uint32_t format = in.u32("format version");
   uint32_t primitives = in.u32("primitive set version");

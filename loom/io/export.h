@@ -114,6 +114,13 @@ class ImportedFunction {
 
 ImportedFunction import_function(const std::string& path);
 
+// MLX's .mlxfn files (MLX 0.32.4's export_function / exporter): read_function
+// reads them too (by their header); each MLX trace is replayed through Loom's
+// ops into a Loom trace. An MLX primitive Loom cannot map raises an error
+// naming it. Implemented in mlxfn.cpp.
+bool is_mlxfn(Reader& r);
+ExportedFunction read_mlxfn(Reader& r);
+
 // --- the callback form: the graph as records ----------------------------------
 
 // An input, output or intermediate value: a generated name ("A", "B", ...,

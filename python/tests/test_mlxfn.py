@@ -1,0 +1,168 @@
+"""Functions exported by MLX 0.32.4 (.mlxfn) imported by import_function.
+
+The fixtures in fixtures/mlxfn were written by MLX itself (make_fixtures.py,
+run with the MLX wheel): each <case>.mlxfn holds the exported function and
+<case>.npz the inputs it was called with and MLX's outputs. Loom must read
+the file and compute the same outputs. The comparisons run against MLX too
+(LOOM_TEST_ORACLE=mlx: MLX reads its own files); Loom's error messages and
+memory checks are loom_only.
+"""
+
+from __future__ import annotations
+
+import gc
+import glob
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from _backend import IS_MLX, mx
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mlxfn")
+CASES = sorted(os.path.basename(p)[:-6] for p in glob.glob(os.path.join(HERE, "*.mlxfn")))
+
+# Partition leaves the order of elements around the kth unspecified: those
+# outputs are compared as sets per row, and at the kth position.
+PARTITIONED = {("sort", 2): (1, 1), ("sort", 3): (0, 0)}
+# Outputs of transcendental or reordered float arithmetic.
+LOOSE = {"fast", "unary", "unary_pos", "mlp", "quantized", "conv", "conv2d", "scan", "reduce"}
+
+
+def _np(a):
+    return np.array(a.astype(mx.float32) if a.dtype == mx.bfloat16 else a)
+
+
+def _calls(data):
+    k = 0
+    while any(name.startswith(f"t{k}_") for name in data.files):
+        prefix = f"t{k}_"
+        pos = sorted((n for n in data.files if n.startswith(prefix + "pos_")),
+                     key=lambda n: int(n.rsplit("_", 1)[1]))
+        outs = sorted((n for n in data.files if n.startswith(prefix + "out_")),
+                      key=lambda n: int(n.rsplit("_", 1)[1]))
+        kws = {n[len(prefix + "kw_"):]: data[n] for n in data.files if n.startswith(prefix + "kw_")}
+        yield [data[n] for n in pos], kws, [data[n] for n in outs]
+        k += 1
+
+
+def test_fixtures_present():
+    assert len(CASES) >= 30, CASES
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mlx_exported_function_runs(case):
+    f = mx.import_function(os.path.join(HERE, case + ".mlxfn"))
+    data = np.load(os.path.join(HERE, case + ".npz"))
+    ncalls = 0
+    for args, kwargs, expected in _calls(data):
+        ncalls += 1
+        outs = f(*[mx.array(a) for a in args], **{k: mx.array(v) for k, v in kwargs.items()})
+        assert isinstance(outs, tuple) and len(outs) == len(expected)
+        for i, (o, e) in enumerate(zip(outs, expected)):
+            got = _np(o)
+            assert got.shape == e.shape, (case, i, got.shape, e.shape)
+            if (case, i) in PARTITIONED:
+                kth, axis = PARTITIONED[(case, i)]
+                if np.issubdtype(got.dtype, np.integer):  # argpartition: compare the values
+                    got = np.take_along_axis(args[0], got.astype(np.int64), axis)
+                    e = np.take_along_axis(args[0], e.astype(np.int64), axis)
+                np.testing.assert_array_equal(np.sort(got, axis), np.sort(e, axis))
+                np.testing.assert_array_equal(np.take(got, kth, axis), np.take(e, kth, axis))
+                continue
+            if o.dtype == mx.bfloat16 or o.dtype == mx.float16:
+                np.testing.assert_allclose(got, e, rtol=1e-2, atol=1e-2, err_msg=f"{case}[{i}]")
+            elif np.issubdtype(e.dtype, np.floating):
+                tol = 2e-4 if case in LOOSE else 1e-5
+                np.testing.assert_allclose(got, e, rtol=tol, atol=tol, err_msg=f"{case}[{i}]")
+            else:
+                np.testing.assert_array_equal(got, e, err_msg=f"{case}[{i}]")
+    assert ncalls >= 1
+
+
+def test_mlx_traces_pick_by_shape():
+    f = mx.import_function(os.path.join(HERE, "traces.mlxfn"))
+    with pytest.raises(ValueError, match="No imported function found"):
+        f(mx.ones((3, 3)), mx.ones((3, 3)))
+
+
+def test_mlx_kwargs_contract():
+    f = mx.import_function(os.path.join(HERE, "kwargs.mlxfn"))
+    a = mx.ones((2, 3))
+    with pytest.raises(ValueError, match="No imported function found"):
+        f(a, mx.ones((3,)), mx.ones((2, 3)))
+
+
+def test_mlx_imported_function_is_transformable():
+    f = mx.import_function(os.path.join(HERE, "mlp.mlxfn"))
+    x = mx.array(np.random.default_rng(1).normal(size=(5, 8)).astype(np.float32))
+
+    def loss(x):
+        return f(x)[0][:, 0].sum()
+
+    g = mx.grad(loss)(x)
+    eps = 1e-2
+    d = np.zeros((5, 8), np.float32)
+    d[2, 3] = eps
+    num = (loss(x + mx.array(d)).item() - loss(x - mx.array(d)).item()) / (2 * eps)
+    assert abs(_np(g)[2, 3] - num) < 1e-2
+    batched = mx.vmap(lambda r: f(r)[0])(mx.stack([x, 2 * x]))
+    np.testing.assert_allclose(_np(batched[1]), _np(f(2 * x)[0]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_np(mx.compile(lambda x: f(x)[0])(x)), _np(f(x)[0]), rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.loom_only
+def test_mlx_unknown_primitive_is_named(tmp_path):
+    raw = open(os.path.join(HERE, "scalars.mlxfn"), "rb").read()
+    assert b"Multiply" in raw
+    bad = tmp_path / "bad.mlxfn"
+    bad.write_bytes(raw.replace(b"Multiply", b"Multiplx"))
+    with pytest.raises(Exception, match="MLX primitive 'Multiplx'"):
+        mx.import_function(str(bad))
+
+
+@pytest.mark.loom_only
+def test_mlx_truncated_and_corrupt_files(tmp_path):
+    raw = open(os.path.join(HERE, "matmul.mlxfn"), "rb").read()
+    for n in (9, 20, 40, len(raw) // 2, len(raw) - 1):
+        p = tmp_path / f"cut{n}.mlxfn"
+        p.write_bytes(raw[:n])
+        with pytest.raises(Exception, match=r"\[import_function\].*cut%d" % n):
+            mx.import_function(str(p))
+    p = tmp_path / "trailing.mlxfn"
+    p.write_bytes(raw + b"\0")
+    with pytest.raises(Exception, match="trailing bytes"):
+        mx.import_function(str(p))
+
+
+@pytest.mark.loom_only
+def test_mlx_metadata_and_reexport(tmp_path):
+    f = mx.import_function(os.path.join(HERE, "linear.mlxfn"))
+    x = mx.ones((5, 3))
+    # An imported MLX function exports again in Loom's own format.
+    path = str(tmp_path / "again.mlxfn")
+    mx.export_function(path, lambda x: f(x)[0], x)
+    g = mx.import_function(path)
+    np.testing.assert_allclose(_np(g(x)[0]), _np(f(x)[0]))
+    assert open(path, "rb").read(8) == b"LOOMFUNC"
+
+
+@pytest.mark.loom_only
+def test_mlx_import_releases_memory():
+    path = os.path.join(HERE, "mlp.mlxfn")
+    x = mx.ones((5, 8))
+
+    def cycle():
+        f = mx.import_function(path)
+        mx.eval(f(x)[0])
+        del f
+
+    cycle()
+    gc.collect()
+    base = mx.get_active_memory()
+    for _ in range(20):
+        cycle()
+    gc.collect()
+    assert mx.get_active_memory() <= base + 4096
