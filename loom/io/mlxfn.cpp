@@ -38,7 +38,7 @@ namespace loom::io {
 namespace {
 
 // A value of a primitive's state.
-using MlxValue = std::variant<int64_t, double, std::vector<int>, Dtype>;
+using MlxValue = std::variant<int64_t, double, std::vector<int>, Dtype, std::string>;
 using MlxState = std::vector<MlxValue>;
 
 struct MlxType {
@@ -142,7 +142,7 @@ class MlxIn {
     uint8_t size = u8(what);
     // MLX's type codes: bool, uint8..64, int8..64, float16, float32,
     // float64, bfloat16, complex64.
-    static const Dtype by_code[] = {bool_, uint8, uint16,  uint32,  uint64,   int8,     int16,
+    static const Dtype by_code[] = {bool_, uint8, uint16,  uint32,  uint64,  int8,     int16,
                                     int32, int64, float16, float32, float64, bfloat16, complex64};
     if (code < 0 || code >= 14) {
       invalid(std::string(what) + " has unknown MLX dtype code " + std::to_string(code));
@@ -170,22 +170,22 @@ class MlxIn {
 
 // The state layout of each MLX primitive Loom reads, one letter per field:
 // i int32 (and enums), f float32, d float64, b bool, V vector<int32>,
-// D dtype. (MLX's fast primitives store a leading nullptr, which is no
-// bytes.)
+// U vector<uint64> (read as ints), D dtype, s string. (MLX's fast primitives store a leading
+// nullptr, which is no bytes.)
 const std::unordered_map<std::string, const char*>& state_layouts() {
   static const std::unordered_map<std::string, const char*> layouts = [] {
     std::unordered_map<std::string, const char*> m;
     for (const char* n :
-         {"Abs",        "Add",        "ArcCos",     "ArcCosh",   "ArcSin",      "ArcSinh",
-          "ArcTan",     "ArcTan2",    "ArcTanh",    "BitwiseInvert", "Ceil",    "Conjugate",
-          "Copy",       "Cos",        "Cosh",       "Divide",    "DivMod",      "Erf",
-          "ErfInv",     "Exp",        "Expm1",      "Floor",     "FloorDivide", "Full",
-          "Greater",    "GreaterEqual", "Imag",     "Less",      "LessEqual",   "Log1p",
-          "LogAddExp",  "LogicalAnd", "LogicalNot", "LogicalOr", "LogSumExp",   "Matmul",
-          "Maximum",    "Minimum",    "Multiply",   "Negative",  "NotEqual",    "Power",
-          "Real",       "Remainder",  "Round",      "Select",    "Sigmoid",     "Sign",
-          "Sin",        "Sinh",       "Square",     "StopGradient", "Subtract", "Tan",
-          "Tanh",       "Contiguous"}) {
+         {"Abs",       "Add",          "ArcCos",     "ArcCosh",       "ArcSin",      "ArcSinh",
+          "ArcTan",    "ArcTan2",      "ArcTanh",    "BitwiseInvert", "Ceil",        "Conjugate",
+          "Copy",      "Cos",          "Cosh",       "Divide",        "DivMod",      "Erf",
+          "ErfInv",    "Exp",          "Expm1",      "Floor",         "FloorDivide", "Full",
+          "Greater",   "GreaterEqual", "Imag",       "Less",          "LessEqual",   "Log1p",
+          "LogAddExp", "LogicalAnd",   "LogicalNot", "LogicalOr",     "LogSumExp",   "Matmul",
+          "Maximum",   "Minimum",      "Multiply",   "Negative",      "NotEqual",    "Power",
+          "Real",      "Remainder",    "Round",      "Select",        "Sigmoid",     "Sign",
+          "Sin",       "Sinh",         "Square",     "StopGradient",  "Subtract",    "Tan",
+          "Tanh",      "Contiguous"}) {
       m[n] = "";
     }
     m["Log"] = "i";
@@ -228,7 +228,16 @@ const std::unordered_map<std::string, const char*>& state_layouts() {
     m["RMSNorm"] = "f";
     m["LayerNorm"] = "f";
     m["RoPE"] = "ibffb";
-    m["NumberOfElements"] = "VbD";
+    m["ScaledDotProductAttention"] = "fbbbb";
+    m["Quantize"] = "iiib";
+    m["GatherMM"] = "bb";
+    m["FFT"] = "Ubbb";
+    m["RandomBits"] = "Vi";
+    m["Inverse"] = "bb";
+    m["Cholesky"] = "b";
+    m["QRF"] = "";
+    m["SVD"] = "b";
+    m["Eigh"] = "sb";
     return m;
   }();
   return layouts;
@@ -245,12 +254,39 @@ MlxState read_state(MlxIn& in, const std::string& primitive) {
   MlxState st;
   for (const char* c = it->second; *c; ++c) {
     switch (*c) {
-      case 'i': st.emplace_back(int64_t{in.i32("primitive state")}); break;
-      case 'b': st.emplace_back(int64_t{in.flag("primitive state")}); break;
-      case 'f': st.emplace_back(in.f32("primitive state")); break;
-      case 'd': st.emplace_back(in.f64("primitive state")); break;
-      case 'V': st.emplace_back(in.ints("primitive state")); break;
-      case 'D': st.emplace_back(in.dtype("primitive state")); break;
+      case 'i':
+        st.emplace_back(int64_t{in.i32("primitive state")});
+        break;
+      case 'b':
+        st.emplace_back(int64_t{in.flag("primitive state")});
+        break;
+      case 'f':
+        st.emplace_back(in.f32("primitive state"));
+        break;
+      case 'd':
+        st.emplace_back(in.f64("primitive state"));
+        break;
+      case 'V':
+        st.emplace_back(in.ints("primitive state"));
+        break;
+      case 'U': {
+        uint64_t n = in.count("primitive state", 8);
+        std::vector<int> v;
+        for (uint64_t k = 0; k < n; ++k) {
+          uint64_t x = in.u64("primitive state");
+          if (x > static_cast<uint64_t>(INT32_MAX))
+            in.invalid(primitive + " has an axis out of range");
+          v.push_back(static_cast<int>(x));
+        }
+        st.emplace_back(std::move(v));
+        break;
+      }
+      case 'D':
+        st.emplace_back(in.dtype("primitive state"));
+        break;
+      case 's':
+        st.emplace_back(in.str("primitive state"));
+        break;
     }
   }
   return st;
@@ -286,7 +322,8 @@ MlxTrace read_trace(MlxIn& in) {
         MlxType type = read_type(in, "constant");
         std::vector<int64_t> dims(type.shape.begin(), type.shape.end());
         auto nbytes = detail::checked_nbytes(dims, type.dtype.size);
-        if (!nbytes) in.invalid("constant of shape " + shape_to_string(type.shape) + " is too large");
+        if (!nbytes)
+          in.invalid("constant of shape " + shape_to_string(type.shape) + " is too large");
         const unsigned char* p = in.take(*nbytes, "constant data");
         auto data = detail::allocate_checked(static_cast<size_t>(*nbytes));
         if (*nbytes) std::memcpy(data->ptr(), p, static_cast<size_t>(*nbytes));
@@ -391,11 +428,16 @@ array mlx_scatter(const std::vector<array>& in, const MlxEntry& e) {
   updates = reshape(updates, upd_shape);
   // MLX's Scatter::ReduceType: Max, Min, Sum, Prod, None.
   switch (type) {
-    case 0: return scatter_max(a, indices, updates, axes);
-    case 1: return scatter_min(a, indices, updates, axes);
-    case 2: return scatter_add(a, indices, updates, axes);
-    case 3: return scatter_prod(a, indices, updates, axes);
-    case 4: return scatter(a, indices, updates, axes);
+    case 0:
+      return scatter_max(a, indices, updates, axes);
+    case 1:
+      return scatter_min(a, indices, updates, axes);
+    case 2:
+      return scatter_add(a, indices, updates, axes);
+    case 3:
+      return scatter_prod(a, indices, updates, axes);
+    case 4:
+      return scatter(a, indices, updates, axes);
   }
   unsupported(e, "with reduction code " + std::to_string(type));
 }
@@ -488,11 +530,16 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
     m["BitwiseBinary"] = [](A in, E e) {
       // MLX's BitwiseBinary::Op: And, Or, Xor, LeftShift, RightShift.
       switch (int_at(e.state, 0)) {
-        case 0: return std::vector<array>{bitwise_and(in[0], in[1])};
-        case 1: return std::vector<array>{bitwise_or(in[0], in[1])};
-        case 2: return std::vector<array>{bitwise_xor(in[0], in[1])};
-        case 3: return std::vector<array>{left_shift(in[0], in[1])};
-        case 4: return std::vector<array>{right_shift(in[0], in[1])};
+        case 0:
+          return std::vector<array>{bitwise_and(in[0], in[1])};
+        case 1:
+          return std::vector<array>{bitwise_or(in[0], in[1])};
+        case 2:
+          return std::vector<array>{bitwise_xor(in[0], in[1])};
+        case 3:
+          return std::vector<array>{left_shift(in[0], in[1])};
+        case 4:
+          return std::vector<array>{right_shift(in[0], in[1])};
       }
       unsupported(e, "with operation code " + std::to_string(int_at(e.state, 0)));
     };
@@ -500,9 +547,12 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
     m["Log"] = [](A in, E e) {
       // MLX's Log::Base: two, ten, e.
       switch (int_at(e.state, 0)) {
-        case 0: return std::vector<array>{log2(in[0])};
-        case 1: return std::vector<array>{log10(in[0])};
-        default: return std::vector<array>{log(in[0])};
+        case 0:
+          return std::vector<array>{log2(in[0])};
+        case 1:
+          return std::vector<array>{log10(in[0])};
+        default:
+          return std::vector<array>{log(in[0])};
       }
     };
     m["Sqrt"] = [](A in, E e) {
@@ -516,8 +566,7 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
           arange(real_at(e.state, 0), real_at(e.state, 1), real_at(e.state, 2), e.types[0].dtype)};
     };
     m["Full"] = [](A in, E e) {
-      return std::vector<array>{
-          astype(broadcast_to(in[0], e.types[0].shape), e.types[0].dtype)};
+      return std::vector<array>{astype(broadcast_to(in[0], e.types[0].shape), e.types[0].dtype)};
     };
     m["Broadcast"] = [](A in, E e) {
       return std::vector<array>{broadcast_to(in[0], to_shape(ints_at(e.state, 0)))};
@@ -529,8 +578,8 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       return std::vector<array>{reshape(in[0], to_shape(ints_at(e.state, 0)))};
     };
     m["Flatten"] = [](A in, E e) {
-      return std::vector<array>{
-          flatten(in[0], static_cast<int>(int_at(e.state, 0)), static_cast<int>(int_at(e.state, 1)))};
+      return std::vector<array>{flatten(in[0], static_cast<int>(int_at(e.state, 0)),
+                                        static_cast<int>(int_at(e.state, 1)))};
     };
     m["Unflatten"] = [](A in, E e) {
       return std::vector<array>{
@@ -539,7 +588,9 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
     m["ExpandDims"] = [](A in, E e) {
       return std::vector<array>{expand_dims(in[0], ints_at(e.state, 0))};
     };
-    m["Squeeze"] = [](A in, E e) { return std::vector<array>{squeeze(in[0], ints_at(e.state, 0))}; };
+    m["Squeeze"] = [](A in, E e) {
+      return std::vector<array>{squeeze(in[0], ints_at(e.state, 0))};
+    };
     m["Transpose"] = [](A in, E e) {
       return std::vector<array>{transpose(in[0], ints_at(e.state, 0))};
     };
@@ -564,11 +615,20 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       if (type != 4) {
         array region = slice(in[0], start, stop, strides);
         switch (type) {
-          case 0: update = maximum(region, update); break;
-          case 1: update = minimum(region, update); break;
-          case 2: update = add(region, update); break;
-          case 3: update = multiply(region, update); break;
-          default: unsupported(e, "with reduction code " + std::to_string(type));
+          case 0:
+            update = maximum(region, update);
+            break;
+          case 1:
+            update = minimum(region, update);
+            break;
+          case 2:
+            update = add(region, update);
+            break;
+          case 3:
+            update = multiply(region, update);
+            break;
+          default:
+            unsupported(e, "with reduction code " + std::to_string(type));
         }
       }
       return std::vector<array>{slice_update(in[0], update, start, stop, strides)};
@@ -584,7 +644,8 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       const auto& axes = ints_at(e.state, 0);
       const auto& lo = ints_at(e.state, 1);
       const auto& hi = ints_at(e.state, 2);
-      if (lo.size() != axes.size() || hi.size() != axes.size()) unsupported(e, "with ragged widths");
+      if (lo.size() != axes.size() || hi.size() != axes.size())
+        unsupported(e, "with ragged widths");
       std::vector<std::pair<int, int>> widths(in[0].ndim(), {0, 0});
       for (size_t k = 0; k < axes.size(); ++k) {
         int ax = axes[k] < 0 ? axes[k] + in[0].ndim() : axes[k];
@@ -598,12 +659,18 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       // MLX's Reduce::ReduceType: And, Or, Sum, Prod, Min, Max; the
       // primitive keeps the reduced axes.
       switch (int_at(e.state, 0)) {
-        case 0: return std::vector<array>{all(in[0], axes, true)};
-        case 1: return std::vector<array>{any(in[0], axes, true)};
-        case 2: return std::vector<array>{astype(sum(in[0], axes, true), e.types[0].dtype)};
-        case 3: return std::vector<array>{astype(prod(in[0], axes, true), e.types[0].dtype)};
-        case 4: return std::vector<array>{min(in[0], axes, true)};
-        case 5: return std::vector<array>{max(in[0], axes, true)};
+        case 0:
+          return std::vector<array>{all(in[0], axes, true)};
+        case 1:
+          return std::vector<array>{any(in[0], axes, true)};
+        case 2:
+          return std::vector<array>{astype(sum(in[0], axes, true), e.types[0].dtype)};
+        case 3:
+          return std::vector<array>{astype(prod(in[0], axes, true), e.types[0].dtype)};
+        case 4:
+          return std::vector<array>{min(in[0], axes, true)};
+        case 5:
+          return std::vector<array>{max(in[0], axes, true)};
       }
       unsupported(e, "with reduction code " + std::to_string(int_at(e.state, 0)));
     };
@@ -617,15 +684,18 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       bool reverse = int_at(e.state, 2), inclusive = int_at(e.state, 3);
       // MLX's Scan::ReduceType: Max, Min, Sum, Prod, LogAddExp.
       switch (int_at(e.state, 0)) {
-        case 0: return std::vector<array>{cummax(in[0], axis, reverse, inclusive)};
-        case 1: return std::vector<array>{cummin(in[0], axis, reverse, inclusive)};
+        case 0:
+          return std::vector<array>{cummax(in[0], axis, reverse, inclusive)};
+        case 1:
+          return std::vector<array>{cummin(in[0], axis, reverse, inclusive)};
         case 2:
           return std::vector<array>{
               astype(cumsum(in[0], axis, reverse, inclusive), e.types[0].dtype)};
         case 3:
           return std::vector<array>{
               astype(cumprod(in[0], axis, reverse, inclusive), e.types[0].dtype)};
-        case 4: return std::vector<array>{logcumsumexp(in[0], axis, reverse, inclusive)};
+        case 4:
+          return std::vector<array>{logcumsumexp(in[0], axis, reverse, inclusive)};
       }
       unsupported(e, "with scan code " + std::to_string(int_at(e.state, 0)));
     };
@@ -668,10 +738,10 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       return std::vector<array>{put_along_axis(in[0], in[1], in[2], axis)};
     };
     m["Convolution"] = [](A in, E e) {
-      return std::vector<array>{conv_general(
-          in[0], in[1], ints_at(e.state, 0), ints_at(e.state, 1), ints_at(e.state, 2),
-          ints_at(e.state, 3), ints_at(e.state, 4), static_cast<int>(int_at(e.state, 5)),
-          int_at(e.state, 6) != 0)};
+      return std::vector<array>{
+          conv_general(in[0], in[1], ints_at(e.state, 0), ints_at(e.state, 1), ints_at(e.state, 2),
+                       ints_at(e.state, 3), ints_at(e.state, 4),
+                       static_cast<int>(int_at(e.state, 5)), int_at(e.state, 6) != 0)};
     };
     m["QuantizedMatmul"] = [](A in, E e) {
       // MLX's QuantizationMode: affine, mxfp4, mxfp8, nvfp4.
@@ -682,12 +752,113 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       if (in.size() >= 4) biases = in[3];
       return std::vector<array>{quantized_matmul(
           in[0], in[1], in[2], biases, int_at(e.state, 3) != 0,
-          static_cast<int>(int_at(e.state, 0)), static_cast<int>(int_at(e.state, 1)),
-          modes[mode])};
+          static_cast<int>(int_at(e.state, 0)), static_cast<int>(int_at(e.state, 1)), modes[mode])};
     };
     m["Hadamard"] = [](A in, E e) {
+      return std::vector<array>{hadamard_transform(in[0], static_cast<float>(real_at(e.state, 0)))};
+    };
+    // --- MLX's fast primitives (in files exported with Metal; the CPU build
+    // decomposes them) ---
+    m["RMSNorm"] = [](A in, E e) {
+      std::optional<array> w;
+      if (in.size() > 1) w = in[1];
+      return std::vector<array>{fast::rms_norm(in[0], w, static_cast<float>(real_at(e.state, 0)))};
+    };
+    m["LayerNorm"] = [](A in, E e) {
+      std::optional<array> w, b;
+      if (in.size() > 1) w = in[1];
+      if (in.size() > 2) b = in[2];
       return std::vector<array>{
-          hadamard_transform(in[0], static_cast<float>(real_at(e.state, 0)))};
+          fast::layer_norm(in[0], w, b, static_cast<float>(real_at(e.state, 0)))};
+    };
+    m["RoPE"] = [](A in, E e) {
+      // Inputs: x, the offset (an integer array) and, when given, freqs.
+      if (!int_at(e.state, 4)) unsupported(e, "of a backward pass (forward=False)");
+      if (in.size() < 2) unsupported(e, "without an offset input");
+      std::optional<float> base;
+      std::optional<array> freqs;
+      if (in.size() > 2) {
+        freqs = in[2];
+      } else {
+        base = static_cast<float>(real_at(e.state, 2));
+      }
+      return std::vector<array>{fast::rope(in[0], static_cast<int>(int_at(e.state, 0)),
+                                           int_at(e.state, 1) != 0, base,
+                                           static_cast<float>(real_at(e.state, 3)), in[1], freqs)};
+    };
+    m["ScaledDotProductAttention"] = [](A in, E e) {
+      // Inputs: q, k, v, then the mask (an array mask) and the sinks.
+      bool causal = int_at(e.state, 1) != 0, sinks = int_at(e.state, 2) != 0;
+      if (int_at(e.state, 3)) unsupported(e, "returning the log-sum-exp (a training pass)");
+      if (in.size() < 3) unsupported(e, "with fewer than 3 inputs");
+      std::optional<array> mask, sink;
+      size_t extra = in.size() - 3;
+      if (sinks) {
+        if (extra == 0) unsupported(e, "declaring sinks without a sinks input");
+        sink = in.back();
+        --extra;
+      }
+      if (extra > 1) unsupported(e, "with " + std::to_string(in.size()) + " inputs");
+      if (extra == 1) mask = in[3];
+      return std::vector<array>{fast::scaled_dot_product_attention(
+          in[0], in[1], in[2], static_cast<float>(real_at(e.state, 0)), causal ? "causal" : "",
+          mask, sink)};
+    };
+    m["Quantize"] = [](A in, E e) {
+      static const char* modes[] = {"affine", "mxfp4", "mxfp8", "nvfp4"};
+      int64_t mode = int_at(e.state, 2);
+      if (mode < 0 || mode > 3) unsupported(e, "with quantization mode " + std::to_string(mode));
+      int group = static_cast<int>(int_at(e.state, 0)), bits = static_cast<int>(int_at(e.state, 1));
+      if (int_at(e.state, 3)) {
+        std::optional<array> biases;
+        if (in.size() > 2) biases = in[2];
+        return std::vector<array>{dequantize(in[0], in[1], biases, group, bits, modes[mode],
+                                             std::nullopt, e.types[0].dtype)};
+      }
+      return quantize(in[0], group, bits, modes[mode]);
+    };
+    m["GatherMM"] = [](A in, E e) {
+      if (in.size() != 4) unsupported(e, "with " + std::to_string(in.size()) + " inputs");
+      return std::vector<array>{gather_mm(in[0], in[1], in[2], in[3],
+                                          int_at(e.state, 0) != 0 || int_at(e.state, 1) != 0)};
+    };
+    m["FFT"] = [](A in, E e) {
+      const std::vector<int>& axes = ints_at(e.state, 0);
+      bool inverse = int_at(e.state, 1) != 0, real_fft = int_at(e.state, 2) != 0;
+      // The transform sizes: the output's along the axes for irfft, else
+      // the input's.
+      const Shape& sized = real_fft && inverse ? e.types[0].shape : in[0].shape();
+      Shape n;
+      for (int ax : axes) {
+        int a = ax < 0 ? ax + static_cast<int>(sized.size()) : ax;
+        if (a < 0 || a >= static_cast<int>(sized.size()))
+          unsupported(e, "with an axis out of range");
+        n.push_back(sized[a]);
+      }
+      if (real_fft) {
+        return std::vector<array>{inverse ? fft::irfftn(in[0], n, axes)
+                                          : fft::rfftn(in[0], n, axes)};
+      }
+      return std::vector<array>{inverse ? fft::ifftn(in[0], n, axes) : fft::fftn(in[0], n, axes)};
+    };
+    m["RandomBits"] = [](A in, E e) {
+      return std::vector<array>{
+          random::bits(to_shape(ints_at(e.state, 0)), static_cast<int>(int_at(e.state, 1)), in[0])};
+    };
+    // --- linear algebra ---
+    m["Inverse"] = [](A in, E e) {
+      bool tri = int_at(e.state, 0) != 0, upper = int_at(e.state, 1) != 0;
+      return std::vector<array>{tri ? linalg::tri_inv(in[0], upper) : linalg::inv(in[0])};
+    };
+    m["Cholesky"] = [](A in, E e) {
+      return std::vector<array>{linalg::cholesky(in[0], int_at(e.state, 0) != 0)};
+    };
+    m["QRF"] = [](A in, E) { return linalg::qr(in[0]); };
+    m["SVD"] = [](A in, E e) { return linalg::svd(in[0], int_at(e.state, 0) != 0); };
+    m["Eigh"] = [](A in, E e) {
+      const std::string& uplo = std::get<std::string>(e.state.at(0));
+      if (!int_at(e.state, 1)) return std::vector<array>{linalg::eigvalsh(in[0], uplo)};
+      return linalg::eigh(in[0], uplo);
     };
     return m;
   }();
@@ -732,9 +903,9 @@ std::vector<array> run_tape(const MlxTrace& t, const std::vector<array>& inputs,
                                ": primitive " + e.name + " has a malformed state.");
     }
     if (out.size() != e.outputs.size()) {
-      throw std::runtime_error("[import_function] " + file + ": MLX primitive " + e.name +
-                               " has " + std::to_string(e.outputs.size()) +
-                               " outputs; Loom's mapping gave " + std::to_string(out.size()) + ".");
+      throw std::runtime_error("[import_function] " + file + ": MLX primitive " + e.name + " has " +
+                               std::to_string(e.outputs.size()) + " outputs; Loom's mapping gave " +
+                               std::to_string(out.size()) + ".");
     }
     for (size_t k = 0; k < out.size(); ++k) {
       if (out[k].shape() != e.types[k].shape || out[k].dtype() != e.types[k].dtype) {
@@ -794,7 +965,7 @@ ExportedFunction read_mlxfn(Reader& r) {
       }
     }
     KwFn fn = [&t, &file, positional](const std::vector<array>& a,
-                                       const std::map<std::string, array>& kw) {
+                                      const std::map<std::string, array>& kw) {
       std::vector<array> inputs(a);
       for (size_t k = positional; k < t.inputs.size(); ++k) {
         inputs.push_back(kw.at(t.keywords[k - positional]));
