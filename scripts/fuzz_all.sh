@@ -24,7 +24,7 @@ echo "== building the harnesses ($OUT)"
 clang++ "${FLAGS[@]}" tests/fuzz/io_fuzz.cpp loom/io/file.cpp loom/io/io.cpp loom/io/npy.cpp \
   loom/io/npz.cpp loom/io/safetensors.cpp loom/io/gguf.cpp "${LINK[@]}" -lz -o "$OUT/io_fuzz" &
 clang++ "${FLAGS[@]}" tests/fuzz/export_fuzz.cpp loom/io/export.cpp loom/io/export_describe.cpp \
-  loom/io/mlxfn.cpp loom/primitives/state.cpp "${LINK[@]}" -o "$OUT/export_fuzz" &
+  loom/io/mlxfn.cpp loom/io/mlxfn_ops.cpp loom/primitives/state.cpp "${LINK[@]}" -o "$OUT/export_fuzz" &
 wait %1 && wait %2
 
 # Seed corpora: files written by Loom itself, and MLX's (the committed
