@@ -14,6 +14,16 @@ RUNS=${1:-20000}
 SECONDS_MAX=${2:-60}
 BUILD=build/release
 OUT=build/fuzz
+# clang and its libFuzzer runtime, installed the way scripts/setup.sh installs
+# its packages when they are missing.
+missing=()
+for p in clang libclang-rt-14-dev; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 mkdir -p "$OUT"
 # clang 14 accepts _Float16 (loom/types/half.h) on x86 only with -mavx512fp16;
 # the parsers convert no half values, so no such instruction runs.
