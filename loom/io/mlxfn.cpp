@@ -331,14 +331,17 @@ std::vector<array> run_tape(const MlxTrace& t, const std::vector<array>& inputs,
 } // namespace
 
 bool is_mlxfn(Reader& r) {
+  // MLX's files start with the version string ("0.32.4": a u64 length, then
+  // digits and dots); a truncated one is still recognised, so that its error
+  // says what is missing.
   if (r.size() < 9) return false;
   unsigned char head[8 + 32];
   size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(head), r.size()));
   r.read_at(0, head, n);
   uint64_t len = detail::le64(head);
-  if (len == 0 || len > 32 || 8 + len > n) return false;
-  for (uint64_t k = 0; k < len; ++k) {
-    unsigned char c = head[8 + k];
+  if (len == 0 || len > 32) return false;
+  for (size_t k = 8; k < n && k < 8 + len; ++k) {
+    unsigned char c = head[k];
     if (!(c == '.' || (c >= '0' && c <= '9'))) return false;
   }
   return true;
