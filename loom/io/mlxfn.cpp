@@ -29,6 +29,7 @@
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "loom/io/detail.h"
@@ -328,6 +329,37 @@ std::vector<array> run_tape(const MlxTrace& t, const std::vector<array>& inputs,
   return outs;
 }
 
+// Entries that depend on no input are computed once, at import (compile's
+// tracer folds them into constants): a causal mask, an arange. Their size
+// must be one the file justifies, so that a tiny file cannot make the import
+// allocate gigabytes: at most 64 MiB or 16 times the file's size.
+void check_folded_size(MlxIn& in, const MlxTrace& t, uint64_t file_size) {
+  std::unordered_set<uint64_t> dependent(t.input_ids.begin(), t.input_ids.end());
+  uint64_t folded = 0;
+  const uint64_t limit = std::max<uint64_t>(uint64_t(64) << 20, file_size * 16);
+  for (const MlxEntry& e : t.tape) {
+    if (e.kind != MlxEntry::node) continue;
+    bool depends = false;
+    for (uint64_t id : e.inputs) depends = depends || dependent.count(id) > 0;
+    if (depends) {
+      dependent.insert(e.outputs.begin(), e.outputs.end());
+      continue;
+    }
+    for (const MlxType& type : e.types) {
+      std::vector<int64_t> dims(type.shape.begin(), type.shape.end());
+      auto nbytes = detail::checked_nbytes(dims, type.dtype.size);
+      folded += nbytes ? *nbytes : limit + 1;
+      if (folded > limit) {
+        in.invalid("primitive " + e.name +
+                   " and the other values that depend on no input "
+                   "need more than " +
+                   std::to_string(limit) + " bytes at import, more than a " +
+                   std::to_string(file_size) + "-byte file justifies");
+      }
+    }
+  }
+}
+
 } // namespace
 
 bool is_mlxfn(Reader& r) {
@@ -361,6 +393,7 @@ ExportedFunction read_mlxfn(Reader& r) {
 
   const std::string file = r.name();
   for (const MlxTrace& t : traces) {
+    check_folded_size(in, t, r.size());
     size_t positional = t.inputs.size() - t.keywords.size();
     std::vector<array> args;
     std::map<std::string, array> kwargs;

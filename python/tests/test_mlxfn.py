@@ -171,3 +171,46 @@ def test_mlx_import_releases_memory():
         cycle()
     gc.collect()
     assert mx.get_active_memory() <= base + 4096
+
+
+def _mlxfn_bytes(in_shape, nodes, out_id):
+    """A one-trace .mlxfn in MLX's layout (docs/export.md): input id 1, then
+    `nodes` = [(id, input ids, name, state bytes, output shape)], f32."""
+    import struct
+
+    def s(b):
+        return struct.pack("<Q", len(b)) + b
+
+    def shape(sh):
+        return struct.pack("<Q", len(sh)) + b"".join(struct.pack("<i", d) for d in sh)
+
+    def ids(v):
+        return struct.pack("<Q", len(v)) + b"".join(struct.pack("<Q", i) for i in v)
+
+    f32 = struct.pack("<iB", 10, 4)
+    body = struct.pack("<Q", 0) + ids([1]) + struct.pack("<Q", 1) + shape(in_shape) + f32
+    body += ids([out_id]) + struct.pack("<Q", 1 + len(nodes)) + struct.pack("<QBB", 1, 0, 0)
+    for nid, inputs, name, state, out in nodes:
+        body += (struct.pack("<QB", nid, 1) + ids(inputs) + b"\0" * 12 + s(name) + state
+                 + struct.pack("<Q", 0) + shape(out) + f32)
+    return s(b"0.32.4") + struct.pack("<iB", 1, 0) + s(b"") + body
+
+
+@pytest.mark.loom_only
+def test_mlx_folded_constants_are_bounded(tmp_path):
+    import struct
+
+    # An arange of 2^30 floats that depends on no input would be computed at
+    # import: a 200-byte file may not claim 4 GiB.
+    big = (1 << 30,)
+    p = tmp_path / "arange.mlxfn"
+    p.write_bytes(_mlxfn_bytes((3,), [(2, [], b"Arange", struct.pack("<ddd", 0, 1 << 30, 1), big),
+                                      (3, [2], b"Negative", b"", big)], 3))
+    with pytest.raises(Exception, match="depend on no input"):
+        mx.import_function(str(p))
+    # The same graph, small, imports and runs.
+    p = tmp_path / "small.mlxfn"
+    p.write_bytes(_mlxfn_bytes((3,), [(2, [], b"Arange", struct.pack("<ddd", 0, 3, 1), (3,)),
+                                      (3, [1, 2], b"Add", b"", (3,))], 3))
+    f = mx.import_function(str(p))
+    assert f(mx.array([1.0, 1.0, 1.0]))[0].tolist() == [1.0, 2.0, 3.0]
