@@ -197,6 +197,17 @@ MlxState read_state(MlxIn& in, const std::string& primitive) {
       case 's':
         st.emplace_back(in.str("primitive state"));
         break;
+      case 'Q':
+        st.emplace_back(static_cast<int64_t>(in.u64("primitive state")));
+        break;
+      case 'L': {
+        uint64_t n = in.count("primitive state", 8);
+        std::vector<int64_t> v;
+        for (uint64_t k = 0; k < n; ++k)
+          v.push_back(static_cast<int64_t>(in.u64("primitive state")));
+        st.emplace_back(std::move(v));
+        break;
+      }
     }
   }
   return st;

@@ -12,7 +12,8 @@
 namespace loom::io::mlx {
 
 // A value of a primitive's state.
-using MlxValue = std::variant<int64_t, double, std::vector<int>, Dtype, std::string>;
+using MlxValue =
+    std::variant<int64_t, double, std::vector<int>, Dtype, std::string, std::vector<int64_t>>;
 using MlxState = std::vector<MlxValue>;
 
 struct MlxType {

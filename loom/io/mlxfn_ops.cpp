@@ -17,7 +17,8 @@ namespace {
 
 // The state layout of each MLX primitive Loom reads, one letter per field:
 // i int32 (and enums), f float32, d float64, b bool, V vector<int32>,
-// U vector<uint64> (read as ints), D dtype, s string. (MLX's fast primitives store a leading
+// U vector<uint64> (read as ints), L vector<int64>, Q uint64, D dtype,
+// s string. (MLX's fast primitives store a leading
 // nullptr, which is no bytes.)
 const std::unordered_map<std::string, const char*>& layouts_table() {
   static const std::unordered_map<std::string, const char*> layouts = [] {
@@ -85,6 +86,10 @@ const std::unordered_map<std::string, const char*>& layouts_table() {
     m["QRF"] = "";
     m["SVD"] = "b";
     m["Eigh"] = "sb";
+    m["Eig"] = "b";
+    m["View"] = "D";
+    m["AsStrided"] = "VLQ";
+    m["Depends"] = "";
     return m;
   }();
   return layouts;
@@ -586,6 +591,27 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       const std::string& uplo = std::get<std::string>(e.state.at(0));
       if (!int_at(e.state, 1)) return std::vector<array>{linalg::eigvalsh(in[0], uplo)};
       return linalg::eigh(in[0], uplo);
+    };
+    m["Eig"] = [](A in, E e) {
+      if (!int_at(e.state, 0)) return std::vector<array>{linalg::eigvals(in[0])};
+      return linalg::eig(in[0]);
+    };
+    // --- views and ordering ---
+    m["View"] = [](A in, E e) {
+      return std::vector<array>{view(in[0], std::get<Dtype>(e.state.at(0)))};
+    };
+    m["AsStrided"] = [](A in, E e) {
+      const auto& strides = std::get<std::vector<int64_t>>(e.state.at(1));
+      return std::vector<array>{as_strided(in[0], to_shape(ints_at(e.state, 0)),
+                                           Strides(strides.begin(), strides.end()),
+                                           int_at(e.state, 2))};
+    };
+    m["Depends"] = [](A in, E e) {
+      // Outputs: the first inputs, evaluated after the rest.
+      size_t n = e.outputs.size();
+      if (n > in.size()) unsupported(e, "with more outputs than inputs");
+      return depends(std::vector<array>(in.begin(), in.begin() + n),
+                     std::vector<array>(in.begin() + n, in.end()));
     };
     return m;
   }();
