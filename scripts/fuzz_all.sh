@@ -73,13 +73,18 @@ d = corpus("mlxfn")
 for p in sorted(glob.glob("python/tests/fixtures/mlxfn/*.mlxfn")):
     if os.path.getsize(p) <= 16384:
         shutil.copy(p, d)
+# Inputs that once failed (tests/fuzz/regressions/<parser>-*) stay in the corpora.
+for p in glob.glob("tests/fuzz/regressions/*"):
+    name = os.path.basename(p).split("-")[0]
+    if os.path.isdir(os.path.join(out, "corpus_" + name)):
+        shutil.copy(p, os.path.join(out, "corpus_" + name))
 PY
 
 run() { # harness corpus max_len [pinned format]
   local log="$OUT/$2.log"
   echo "== fuzz $2"
   if ! LOOM_FUZZ_FORMAT=$4 "$OUT/$1" -runs="$RUNS" -max_total_time="$SECONDS_MAX" -rss_limit_mb=2048 -timeout=10 \
-      -max_len="$3" -seed=1 -print_final_stats=1 "$OUT/corpus_$2" >"$log" 2>&1; then
+      -artifact_prefix="$OUT/$2-" -max_len="$3" -seed=1 -print_final_stats=1 "$OUT/corpus_$2" >"$log" 2>&1; then
     tail -n 40 "$log"
     echo "== fuzz $2 FAILED (log: $log)"
     exit 1

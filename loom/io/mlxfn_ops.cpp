@@ -185,8 +185,16 @@ void slice_bounds(const MlxEntry& e, const Shape& region, Shape& start, Shape& s
   }
   stop.resize(region.size());
   for (size_t d = 0; d < region.size(); ++d) {
-    int n = region[d];
-    stop[d] = n == 0 ? start[d] : start[d] + strides[d] * (n - 1) + (strides[d] > 0 ? 1 : -1);
+    // In 64 bits: a corrupt start or stride must not overflow (fuzzing found it).
+    int64_t n = region[d];
+    int64_t end =
+        n == 0 ? start[d]
+               : int64_t{start[d]} + int64_t{strides[d]} * (n - 1) + (strides[d] > 0 ? 1 : -1);
+    if (strides[d] == 0 || end < INT32_MIN || end > INT32_MAX) {
+      unsupported(e, "with a start " + std::to_string(start[d]) + " and stride " +
+                         std::to_string(strides[d]) + " out of range");
+    }
+    stop[d] = static_cast<int32_t>(end);
   }
 }
 
