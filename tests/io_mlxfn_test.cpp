@@ -77,3 +77,20 @@ TEST(IoMlxfn, MalformedFilesNameTheProblem) {
   EXPECT_NE(error_of([&] { io::read_function(*r); }).find("MLX primitive 'Matmux'"),
             std::string::npos);
 }
+
+// Inputs the fuzzer once crashed on (scripts/fuzz_all.sh keeps them in its
+// corpora too): each must raise a clear error now, here under ctest (and the
+// ASan build's ctest) as well.
+TEST(IoMlxfn, FuzzRegressionsRaise) {
+  fs::path dir = fs::path(__FILE__).parent_path() / "fuzz" / "regressions";
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("mlxfn-", 0) != 0 && name.rfind("export-", 0) != 0) continue;
+    auto r = io::memory_reader(read_file(entry.path()), name);
+    EXPECT_NE(error_of([&] { io::read_function(*r); }).find("[import_function]"), std::string::npos)
+        << name;
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}
