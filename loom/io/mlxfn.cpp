@@ -340,6 +340,10 @@ std::vector<array> run_tape(const MlxTrace& t, const std::vector<array>& inputs,
   return outs;
 }
 
+uint64_t folded_limit(uint64_t file_size) {
+  return std::max<uint64_t>(uint64_t(64) << 20, file_size * 16);
+}
+
 // Entries that depend on no input are computed once, at import (compile's
 // tracer folds them into constants): a causal mask, an arange. Their size
 // must be one the file justifies, so that a tiny file cannot make the import
@@ -347,7 +351,7 @@ std::vector<array> run_tape(const MlxTrace& t, const std::vector<array>& inputs,
 void check_folded_size(MlxIn& in, const MlxTrace& t, uint64_t file_size) {
   std::unordered_set<uint64_t> dependent(t.input_ids.begin(), t.input_ids.end());
   uint64_t folded = 0;
-  const uint64_t limit = std::max<uint64_t>(uint64_t(64) << 20, file_size * 16);
+  const uint64_t limit = folded_limit(file_size);
   for (const MlxEntry& e : t.tape) {
     if (e.kind != MlxEntry::node) continue;
     bool depends = false;
@@ -424,7 +428,18 @@ ExportedFunction read_mlxfn(Reader& r) {
       }
       return run_tape(t, inputs, file);
     };
-    f.traces.push_back(trace_for_export(fn, args, kwargs, shapeless));
+    // Loom's ops may fold input-independent intermediates too (the padded
+    // frame of a pad): the tracer bounds what evaluating them allocates.
+    try {
+      f.traces.push_back(
+          trace_for_export(fn, args, kwargs, shapeless, nullptr, folded_limit(r.size())));
+    } catch (const std::runtime_error& e) {
+      std::string what = e.what();
+      if (what.rfind("[export_function] Computing the values", 0) != 0) throw;
+      what = what.substr(std::string("[export_function] ").size());
+      if (!what.empty() && what.back() == '.') what.pop_back();
+      in.invalid(what);
+    }
   }
   return f;
 }
