@@ -51,6 +51,7 @@ GROUPS = {
     "linalg": "Linear algebra (LAPACK)",
     "training": "Training",
     "fft": "FFT (issue 10)",
+    "io": "Saving and loading (issue 12)",
 }
 
 
@@ -1010,6 +1011,22 @@ def all_workloads(quick=False):
     for kind in ("max", "min"):
         add(f"{kind} axis -1 {mtag}", "memory", build_reduce_last((rows, cols), kind),
             bytes=in_bytes + rows * F32)
+    # saving and loading (issue 12): 1 GiB of weights (256 MiB quick)
+    io_total = (256 if quick else 1024) * MIB
+    for fmt, dtypes in (("safetensors", ("float32", "bfloat16")), ("npz", ("float32",))):
+        for dtype in dtypes:
+            tag = f"{_human(io_total)} {fmt} {'f32' if dtype == 'float32' else 'bf16'}"
+            note = "numpy: safetensors.numpy / np.savez; torch: safetensors.torch"
+            add(f"save {tag}", "io", build_io(fmt, io_total, dtype, "save"), bytes=io_total,
+                note=note)
+            add(f"load {tag} (returns)", "io", build_io(fmt, io_total, dtype, "load"),
+                note="loom: lazy (mapped) for safetensors; np.load(npz) is lazy too")
+            add(f"load {tag} + touch all", "io", build_io(fmt, io_total, dtype, "load+touch"),
+                bytes=io_total, note="a sum of every array reads every page")
+            if dtype == "float32":
+                add(f"read() {tag} file (page cache)", "io",
+                    build_io(fmt, io_total, dtype, "read"), bytes=io_total,
+                    note="the page-cache read rate of the same file: numpy's worker")
     w += nn_training_workloads(quick)
     return w
 
@@ -1265,3 +1282,106 @@ def nn_training_workloads(quick=False):
                       build_resnet_block(*rb), flops=3 * 2 * 2 * rb[0] * rb[1] ** 2 * rb[2] ** 2 * 9,
                       note="2 conv3×3 + BatchNorm + SGD momentum; torch channels_last"))
     return w
+
+
+# --- saving and loading (issue 12) ----------------------------------------------
+def _io_arrays(fw, total, dtype):
+    """A dict of 64 MiB arrays (16 MiB quick) adding up to `total` bytes."""
+    itemsize = 4 if dtype == "float32" else 2
+    per = min(total, 64 * MIB)
+    if fw.family == "numpy" and dtype != "float32":
+        raise fw.unsupported(dtype)
+    if fw.family == "jax":
+        raise fw.unsupported("safetensors/npz I/O")
+    return {f"layer{i}.weight": fw.rand((per // itemsize // 1024, 1024), dtype)
+            for i in range(total // per)}
+
+
+def _io_path(fmt):
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="bench_io_")
+    atexit.register(shutil.rmtree, folder, True)
+    return os.path.join(folder, "weights." + fmt)
+
+
+def _io_save_fn(fw, fmt):
+    if fw.family == "mlx":
+        if fmt == "safetensors":
+            return lambda path, d: fw.m.save_safetensors(path, d)
+        return lambda path, d: fw.m.savez(path, **d)
+    if fw.family == "numpy":
+        if fmt == "safetensors":
+            from safetensors.numpy import save_file
+            return lambda path, d: save_file(d, path)
+        return lambda path, d: fw.np.savez(path, **d)
+    if fw.family == "torch" and fmt == "safetensors":
+        from safetensors.torch import save_file
+        return lambda path, d: save_file(d, path)
+    raise fw.unsupported(f"{fmt} save")
+
+
+def _io_load_fn(fw, fmt):
+    """Returns load(path) -> dict of arrays (lazy where the library is)."""
+    if fw.family == "mlx":
+        return lambda path: fw.m.load(path)
+    if fw.family == "numpy":
+        if fmt == "safetensors":
+            from safetensors.numpy import load_file
+            return load_file
+        return lambda path: fw.np.load(path)  # an NpzFile: members read on access
+    if fw.family == "torch" and fmt == "safetensors":
+        from safetensors.torch import load_file
+        return load_file
+    raise fw.unsupported(f"{fmt} load")
+
+
+def _io_touch(fw, d):
+    """Reads every byte of the loaded arrays (a sum per array)."""
+    if fw.family == "numpy":
+        return [d[k].sum() for k in (d.files if hasattr(d, "files") else d)]
+    if fw.family == "torch":
+        return [v.sum() for v in d.values()]
+    sums = [v.sum() for v in d.values()]
+    fw.sync(sums)
+    return sums
+
+
+def build_io(fmt, total, dtype, what):
+    """what: "save", "load" (load returns), "load+touch" (every byte used) or
+    "read" (the page-cache read rate of the same file: one read() into a
+    buffer, the bound of any loader)."""
+    import os as _os
+
+    def build(fw):
+        d = _io_arrays(fw, total, dtype)
+        save = _io_save_fn(fw, fmt)
+        path = _io_path(fmt)
+        if what == "save":
+            fw.sync(list(d.values()))
+            return lambda: save(path, d)
+        if what == "read":
+            if fw.family != "numpy":
+                raise fw.unsupported("a plain read() row (numpy's worker runs it)")
+            save(path, d)
+            buf = bytearray(_os.path.getsize(path))
+
+            def read():
+                with open(path, "rb", buffering=0) as f:
+                    f.readinto(buf)
+                return buf
+
+            read()  # into the page cache
+            return read
+        load = _io_load_fn(fw, fmt)
+        save(path, d)
+        del d
+        _io_touch(fw, load(path))  # warm the page cache
+        if what == "load":
+            return lambda: load(path)
+        return lambda: _io_touch(fw, load(path))
+
+    return build

@@ -68,6 +68,11 @@ LD_PRELOAD="$libasan:$libubsan" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   PYTHONPATH="$PWD/python:$PWD/build/asan/python" \
   .venv/bin/python -m pytest -q -p no:cacheprovider -x python/tests
 
+echo "== Fuzz: seeded libFuzzer runs of every file parser, ASan + UBSan (scripts/fuzz_all.sh)"
+# npy, npz, safetensors, gguf, Loom's function format, MLX's .mlxfn: 20000
+# inputs each (-seed=1), at most 60 s each.
+bash scripts/fuzz_all.sh 20000 60
+
 echo "== TSan: scheduler, allocator, streams, threads, stress (build/tsan)"
 sanitized_build build/tsan thread
 ctest --test-dir build/tsan --output-on-failure -j2

@@ -23,6 +23,10 @@ void write_elements(Writer& w, const array& a);
 
 // A buffer for `nbytes` of data; the caller has checked that the file holds them.
 std::shared_ptr<allocator::Data> allocate_checked(size_t nbytes);
+// The bytes [offset, offset + n) of `r` as array storage: shared with the
+// reader's mapping when it has one and `offset` is a multiple of `align` (an
+// item size: kernels read whole items), else read into a new buffer.
+std::shared_ptr<allocator::Data> read_data(Reader& r, uint64_t offset, size_t n, size_t align);
 // An available row-major array over `data`.
 array make_array(std::shared_ptr<allocator::Data> data, Shape shape, Dtype dtype);
 

@@ -45,6 +45,23 @@ bool produced_by_random(const array& a) {
   return false;
 }
 
+// Bytes the evaluation of `arrays` would allocate: every unevaluated array
+// in their graphs (intermediates included).
+uint64_t unevaluated_bytes(const std::vector<array>& arrays) {
+  std::vector<array> stack(arrays);
+  std::unordered_set<const ArrayDesc*> seen;
+  uint64_t total = 0;
+  while (!stack.empty()) {
+    array x = std::move(stack.back());
+    stack.pop_back();
+    if (!x.has_node() || x.status() != Status::unscheduled) continue;
+    if (!seen.insert(x.id()).second) continue;
+    total += x.nbytes();
+    for (const array& in : x.node()->inputs) stack.push_back(in);
+  }
+  return total;
+}
+
 // Under shapeless, a constant that is a broadcast view of one value (the 2
 // of `x * 2`, broadcast to the traced shape) and feeds only element-wise
 // nodes is stored as that value with size-1 dimensions, so that replay
@@ -77,7 +94,7 @@ void shrink_broadcast_constants(Graph& g) {
 
 ExportedTrace trace_for_export(const KwFn& fun, const std::vector<array>& args,
                                const std::map<std::string, array>& kwargs, bool shapeless,
-                               const ExportWarning& warn) {
+                               const ExportWarning& warn, uint64_t max_folded_bytes) {
   ExportedTrace t;
   t.num_positional = static_cast<int>(args.size());
   t.shapeless = shapeless;
@@ -147,6 +164,16 @@ ExportedTrace trace_for_export(const KwFn& fun, const std::vector<array>& args,
         "a random initialiser (did you forget mx.eval(model.parameters())?). Loom evaluates it "
         "now and exports its values, but the model's parameters were never materialised "
         "before export: evaluate them first so that what you export is what you trained.");
+  }
+  if (max_folded_bytes > 0 && !pending.empty()) {
+    uint64_t bytes = unevaluated_bytes(pending);
+    if (bytes > max_folded_bytes) {
+      throw std::runtime_error(
+          "[export_function] Computing the values that depend on no input "
+          "would allocate " +
+          std::to_string(bytes) + " bytes, more than the " + std::to_string(max_folded_bytes) +
+          " allowed.");
+    }
   }
   if (!pending.empty()) eval(pending);
   for (const array& c : t.graph.constants) detail::evaluate(c);
@@ -393,7 +420,8 @@ ExportedFunction read_function(Reader& r) {
   if (r.size() < sizeof(kMagic)) in.invalid("too short for a Loom function file");
   in.read(magic, sizeof(magic), "magic");
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
-    in.invalid("not a Loom function file (it does not start with LOOMFUNC)");
+    if (is_mlxfn(r)) return read_mlxfn(r);
+    in.invalid("not a Loom function file (it does not start with LOOMFUNC) nor an MLX .mlxfn file");
   }
   uint32_t format = in.u32("format version");
   uint32_t primitives = in.u32("primitive set version");

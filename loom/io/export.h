@@ -59,10 +59,12 @@ using ExportWarning = std::function<void(const std::string& message)>;
 
 // Traces `fun` on arrays of the shapes and dtypes of `args` and `kwargs`
 // (their data is not read). Captured arrays are evaluated; when one was still
-// produced by a random primitive, `warn` says so (seed §12.7).
+// produced by a random primitive, `warn` says so (seed §12.7). A nonzero
+// `max_folded_bytes` bounds what evaluating them may allocate (imports of
+// untrusted files), else it raises.
 ExportedTrace trace_for_export(const KwFn& fun, const std::vector<array>& args,
                                const std::map<std::string, array>& kwargs, bool shapeless,
-                               const ExportWarning& warn = nullptr);
+                               const ExportWarning& warn = nullptr, uint64_t max_folded_bytes = 0);
 
 // Traces of one function in one file, constants stored once; the file is
 // written atomically by close() (or the destructor).
@@ -113,6 +115,13 @@ class ImportedFunction {
 };
 
 ImportedFunction import_function(const std::string& path);
+
+// MLX's .mlxfn files (MLX 0.32.4's export_function / exporter): read_function
+// reads them too (by their header); each MLX trace is replayed through Loom's
+// ops into a Loom trace. An MLX primitive Loom cannot map raises an error
+// naming it. Implemented in mlxfn.cpp.
+bool is_mlxfn(Reader& r);
+ExportedFunction read_mlxfn(Reader& r);
 
 // --- the callback form: the graph as records ----------------------------------
 

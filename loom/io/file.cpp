@@ -1,5 +1,6 @@
 // Byte sources and sinks for loom/io: files (atomic writes), memory, windows.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +44,43 @@ class FileReader final : public Reader {
  private:
   int fd_;
   uint64_t size_;
+};
+
+// A whole file mapped privately: pages are read on first touch, and writes
+// to an array's storage (in-place kernels) go to private copies, never to
+// the file.
+struct Mapping {
+  void* base = nullptr;
+  size_t length = 0;
+  ~Mapping() {
+    if (base) ::munmap(base, length);
+  }
+};
+
+class MappedReader final : public Reader {
+ public:
+  MappedReader(std::shared_ptr<Mapping> map, std::string path)
+      : Reader(std::move(path)), map_(std::move(map)) {}
+  uint64_t size() const override { return map_->length; }
+  void read_at(uint64_t offset, void* dst, size_t n) override {
+    if (offset > map_->length || n > map_->length - offset) {
+      throw std::runtime_error("[load] Unable to read " + std::to_string(n) + " bytes at offset " +
+                               std::to_string(offset) + " from file " + name_ + " of " +
+                               std::to_string(map_->length) + " bytes.");
+    }
+    if (n > 0) std::memcpy(dst, static_cast<char*>(map_->base) + offset, n);
+  }
+  std::shared_ptr<allocator::Data> share(uint64_t offset, size_t n) override {
+    if (offset > map_->length || n > map_->length - offset || n == 0) return nullptr;
+    // The deleter holds the mapping: it is unmapped when the last array over
+    // it (and this reader) is gone.
+    std::shared_ptr<Mapping> keep = map_;
+    return std::make_shared<allocator::Data>(static_cast<char*>(map_->base) + offset, n,
+                                             [keep](void*) mutable { keep.reset(); });
+  }
+
+ private:
+  std::shared_ptr<Mapping> map_;
 };
 
 class MemoryReader final : public Reader {
@@ -100,6 +138,23 @@ std::unique_ptr<Reader> open_file(const std::string& path, const char* op) {
                              ": not a regular file.");
   }
   return std::make_unique<FileReader>(fd, static_cast<uint64_t>(st.st_size), path);
+}
+
+std::unique_ptr<Reader> map_file(const std::string& path, const char* op) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::string("[") + op + "] Failed to open file " + path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return open_file(path, op);
+  }
+  auto map = std::make_shared<Mapping>();
+  map->length = static_cast<size_t>(st.st_size);
+  void* base = ::mmap(nullptr, map->length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ::close(fd); // the mapping keeps the file (its inode) alive
+  if (base == MAP_FAILED) return open_file(path, op);
+  map->base = base;
+  return std::make_unique<MappedReader>(std::move(map), path);
 }
 
 std::unique_ptr<Reader> memory_reader(std::string bytes, std::string name) {
@@ -224,6 +279,15 @@ void write_elements(Writer& w, const array& a) {
     }
   }
   w.write(buf.data(), buf.size());
+}
+
+std::shared_ptr<allocator::Data> read_data(Reader& r, uint64_t offset, size_t n, size_t align) {
+  if (n > 0 && align > 0 && offset % align == 0) {
+    if (auto shared = r.share(offset, n)) return shared;
+  }
+  auto data = allocate_checked(n);
+  if (n > 0) r.read_at(offset, data->ptr(), n);
+  return data;
 }
 
 std::shared_ptr<allocator::Data> allocate_checked(size_t nbytes) {

@@ -92,7 +92,10 @@ Loaded load(Reader& r, Format format) {
 
 Loaded load(const std::string& path, std::optional<std::string> format) {
   Format f = format ? format_from_string(*format) : format_from_path(path);
-  auto r = open_file(path, "load");
+  // npy and safetensors hold arrays as raw contiguous bytes: mapped, they
+  // load lazily; the other formats read (and decode) everything.
+  auto r = f == Format::npy || f == Format::safetensors ? map_file(path, "load")
+                                                        : open_file(path, "load");
   return load(*r, f);
 }
 

@@ -31,6 +31,11 @@ class Reader {
   virtual uint64_t size() const = 0;
   // Reads exactly `n` bytes at `offset` or raises.
   virtual void read_at(uint64_t offset, void* dst, size_t n) = 0;
+  // The bytes [offset, offset + n) as array storage without copying them
+  // (a memory-mapped file), or null when this reader cannot share its bytes.
+  virtual std::shared_ptr<allocator::Data> share(uint64_t /*offset*/, size_t /*n*/) {
+    return nullptr;
+  }
   const std::string& name() const { return name_; }
 
  protected:
@@ -40,6 +45,14 @@ class Reader {
 
 // Opens a file for reading; raises "[<op>] Failed to open file <path>".
 std::unique_ptr<Reader> open_file(const std::string& path, const char* op = "load");
+// Maps a file into memory (read-only file, private copy-on-write pages):
+// arrays loaded from it share the mapping, so loading costs only the header
+// and an array's pages are read from the file when first touched. The
+// mapping lives while the reader or any array over it does. Replacing the
+// file by rename (as every Loom save does) leaves the mapped old file intact;
+// truncating it in place is undefined, as for any mapped file. Falls back to
+// open_file() where the file cannot be mapped (empty, special files).
+std::unique_ptr<Reader> map_file(const std::string& path, const char* op = "load");
 // Reads from a copy of `bytes`.
 std::unique_ptr<Reader> memory_reader(std::string bytes, std::string name);
 

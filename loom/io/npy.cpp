@@ -333,9 +333,15 @@ array load_npy(Reader& r) {
                       "the header declares " + std::to_string(*nbytes) +
                           " bytes of data but the file holds " + std::to_string(available));
 
-  auto data = detail::allocate_checked(*nbytes);
-  r.read_at(data_start, data->ptr(), *nbytes);
-  if (d.swap) byteswap(data->ptr(), *nbytes, d.dtype);
+  std::shared_ptr<allocator::Data> data;
+  if (d.swap) {
+    data = detail::allocate_checked(*nbytes);
+    r.read_at(data_start, data->ptr(), *nbytes);
+    byteswap(data->ptr(), *nbytes, d.dtype);
+  } else {
+    // Lazy for a mapped file: the pages are read when the array is used.
+    data = detail::read_data(r, data_start, *nbytes, d.dtype.size);
+  }
   Shape shape(dims.begin(), dims.end());
   if (!fortran || shape.size() <= 1) return detail::make_array(std::move(data), shape, d.dtype);
   // Column-major data is the row-major data of the reversed shape; the

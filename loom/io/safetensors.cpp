@@ -203,8 +203,8 @@ std::pair<NamedArrays, StringMap> load_safetensors(Reader& r) {
   NamedArrays out;
   out.reserve(entries.size());
   for (auto& e : entries) {
-    auto data = detail::allocate_checked(e.end - e.begin);
-    r.read_at(data_start + e.begin, data->ptr(), e.end - e.begin);
+    // Lazy for a mapped file: the pages are read when the array is used.
+    auto data = detail::read_data(r, data_start + e.begin, e.end - e.begin, e.dtype.size);
     out.emplace_back(e.name, detail::make_array(std::move(data), e.shape, e.dtype));
   }
   return {std::move(out), std::move(metadata)};

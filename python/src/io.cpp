@@ -225,7 +225,10 @@ void init_io(nb::module_& m) {
         io::Format f;
         if (auto path = as_path(file)) {
           f = format ? io::format_from_string(*format) : io::format_from_path(*path);
-          reader = io::open_file(*path, "load");
+          // npy and safetensors load lazily from a mapping (loom/io/io.h).
+          reader = f == io::Format::npy || f == io::Format::safetensors
+                       ? io::map_file(*path, "load")
+                       : io::open_file(*path, "load");
         } else {
           if (!nb::hasattr(file, "read"))
             throw std::invalid_argument(

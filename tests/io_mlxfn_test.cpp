@@ -1,0 +1,96 @@
+// loom/io/mlxfn: functions exported by MLX 0.32.4 (the committed fixtures of
+// python/tests/test_mlxfn.py, written by MLX) read and run from C++, and
+// malformed MLX files raising clear errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "loom/io/export.h"
+#include "loom/ops.h"
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fixtures() {
+  return fs::path(__FILE__).parent_path().parent_path() / "python" / "tests" / "fixtures" / "mlxfn";
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+} // namespace
+
+TEST(IoMlxfn, MlpMatchesMlxOutputs) {
+  io::ImportedFunction f = io::import_function((fixtures() / "mlp.mlxfn").string());
+  io::Loaded data = io::load((fixtures() / "mlp.npz").string());
+  std::map<std::string, array> by_name(data.arrays.begin(), data.arrays.end());
+  std::vector<array> out = f({by_name.at("t0_pos_0")}, {});
+  ASSERT_EQ(out.size(), 1u);
+  array diff = max(abs(subtract(out[0], by_name.at("t0_out_0"))));
+  diff.eval();
+  EXPECT_LT(diff.item<float>(), 1e-5f);
+}
+
+TEST(IoMlxfn, EveryFixtureParses) {
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(fixtures())) {
+    if (entry.path().extension() != ".mlxfn") continue;
+    auto r = io::memory_reader(read_file(entry.path()), entry.path().filename().string());
+    EXPECT_TRUE(io::is_mlxfn(*r)) << entry.path();
+    io::ExportedFunction f = io::read_function(*r);
+    EXPECT_GE(f.traces.size(), 1u) << entry.path();
+    ++n;
+  }
+  EXPECT_GE(n, 30);
+}
+
+TEST(IoMlxfn, MalformedFilesNameTheProblem) {
+  std::string raw = read_file(fixtures() / "matmul.mlxfn");
+  for (size_t cut : {size_t(12), size_t(30), raw.size() / 2, raw.size() - 1}) {
+    auto r = io::memory_reader(raw.substr(0, cut), "cut.mlxfn");
+    std::string e = error_of([&] { io::read_function(*r); });
+    EXPECT_NE(e.find("[import_function] Invalid MLX function file (.mlxfn) cut.mlxfn"),
+              std::string::npos)
+        << e;
+  }
+  std::string renamed = raw;
+  size_t at = renamed.find("Matmul");
+  ASSERT_NE(at, std::string::npos);
+  renamed.replace(at, 6, "Matmux");
+  auto r = io::memory_reader(renamed, "renamed.mlxfn");
+  EXPECT_NE(error_of([&] { io::read_function(*r); }).find("MLX primitive 'Matmux'"),
+            std::string::npos);
+}
+
+// Inputs the fuzzer once crashed on (scripts/fuzz_all.sh keeps them in its
+// corpora too): each must raise a clear error now, here under ctest (and the
+// ASan build's ctest) as well.
+TEST(IoMlxfn, FuzzRegressionsRaise) {
+  fs::path dir = fs::path(__FILE__).parent_path() / "fuzz" / "regressions";
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("mlxfn-", 0) != 0 && name.rfind("export-", 0) != 0) continue;
+    auto r = io::memory_reader(read_file(entry.path()), name);
+    EXPECT_NE(error_of([&] { io::read_function(*r); }).find("[import_function]"), std::string::npos)
+        << name;
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}
