@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include "loom/backend/cpu/thread_pool.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -62,6 +61,14 @@ Library load() {
     setenv("OPENBLAS_CORETYPE", core.c_str(), 0);
     set_core = true;
   }
+  // No OpenBLAS threads at all, whatever the environment asks: its pool's
+  // fork handler can hang the parent when fork() follows a product, and the
+  // pool is behind interpreter-exit hangs with daemon threads in matmuls
+  // (issue 7). A library already loaded by someone else keeps its threads
+  // but is set to one below.
+  const char* user_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::string saved_threads = user_threads != nullptr ? user_threads : "";
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
   void* handle = nullptr;
   for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
     handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -70,6 +77,11 @@ Library load() {
   // The variable served OpenBLAS's initialisation; child processes should
   // not inherit a choice they did not make.
   if (set_core) unsetenv("OPENBLAS_CORETYPE");
+  if (user_threads != nullptr) {
+    setenv("OPENBLAS_NUM_THREADS", saved_threads.c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_NUM_THREADS");
+  }
   if (handle == nullptr) {
     throw std::runtime_error(std::string("[blas] Cannot load OpenBLAS (libopenblas.so.0): ") +
                              dlerror());
@@ -78,6 +90,9 @@ Library load() {
   lib.sgemm = symbol<decltype(lib.sgemm)>(handle, "cblas_sgemm");
   lib.dgemm = symbol<decltype(lib.dgemm)>(handle, "cblas_dgemm");
   lib.cgemm = symbol<decltype(lib.cgemm)>(handle, "cblas_cgemm");
+  lib.sgemv = symbol<decltype(lib.sgemv)>(handle, "cblas_sgemv");
+  lib.dgemv = symbol<decltype(lib.dgemv)>(handle, "cblas_dgemv");
+  lib.cgemv = symbol<decltype(lib.cgemv)>(handle, "cblas_cgemv");
   lib.set_num_threads = symbol<decltype(lib.set_num_threads)>(handle, "openblas_set_num_threads");
   lib.corename = symbol<decltype(lib.corename)>(handle, "openblas_get_corename");
   lib.config = symbol<decltype(lib.config)>(handle, "openblas_get_config");
@@ -87,9 +102,7 @@ Library load() {
   lib.cgesdd = symbol<cgesdd_t>(handle, "cgesdd_");
   lib.cheevd = symbol<cheevd_t>(handle, "cheevd_");
   lib.cgeev = symbol<cgeev_t>(handle, "cgeev_");
-  // As many OpenBLAS threads as Loom's intra-op pool (LOOM_NUM_THREADS): a
-  // large product uses every core Loom may use and no more.
-  lib.set_num_threads(num_threads());
+  lib.set_num_threads(1);
   return lib;
 }
 

@@ -82,6 +82,9 @@ struct Library {
   decltype(&cblas_sgemm) sgemm;
   decltype(&cblas_dgemm) dgemm;
   decltype(&cblas_cgemm) cgemm;
+  decltype(&cblas_sgemv) sgemv;
+  decltype(&cblas_dgemv) dgemv;
+  decltype(&cblas_cgemv) cgemv;
   decltype(&openblas_set_num_threads) set_num_threads;
   decltype(&openblas_get_corename) corename;
   decltype(&openblas_get_config) config;
@@ -94,7 +97,9 @@ struct Library {
 };
 
 // Loads OpenBLAS (once, thread-safe) with the core chosen for this CPU; raises
-// if it cannot be found.
+// if it cannot be found. OpenBLAS runs single-threaded: kernels spread
+// products over Loom's pool through backend/cpu/gemm.h, and LAPACK routines
+// run on the calling thread.
 const Library& library();
 
 } // namespace loom::cpu::blas

@@ -4,9 +4,9 @@
 // row-major matrix as is, a column-major one (a transposed view) as a
 // transpose, so neither is copied; any other layout is copied to row-major
 // first. Batches whose second operand is shared and whose first operand's
-// rows are evenly spaced become one tall product. bfloat16 runs OpenBLAS's
-// sbgemm where the loaded library exports it; otherwise, and for float16,
-// the operands go through float32.
+// rows are evenly spaced become one tall product. Products run through
+// cpu::gemm (panels over the intra-op pool); bfloat16 and float16 through
+// cpu::gemm_bf16/gemm_f16 (float32 accumulation, one rounding at the end).
 #include "loom/primitives/linalg.h"
 
 #include <algorithm>
@@ -14,8 +14,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "loom/backend/cpu/blas.h"
 #include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/gemm.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/types/dispatch.h"
 
@@ -23,9 +23,12 @@ namespace loom {
 
 namespace {
 
-// Products below this many multiply-adds run single-threaded inside OpenBLAS
-// (its own threshold), so a batch of them is spread over Loom's pool instead.
-constexpr double kSmallProduct = 65536.0 * 4;
+// Products up to this many multiply-adds gain little from being split into
+// panels (cpu::gemm), so a batch of them is spread over the pool instead,
+// one whole product per chunk.
+constexpr double kSmallProduct = 65536.0 * 64;
+// Multiply-adds a chunk of such a batch should hold to pay for waking the pool.
+constexpr double kChunkWork = 65536.0 * 4;
 
 // How one operand's matrix lies in memory, in BLAS terms.
 struct BlasMatrix {
@@ -47,18 +50,7 @@ BlasMatrix blas_view(int64_t rows, int64_t cols, int64_t row_stride, int64_t col
 template <typename T>
 void gemm(const BlasMatrix& a, const BlasMatrix& b, int64_t M, int64_t N, int64_t K, const T* pa,
           const T* pb, T* pc) {
-  const CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
-  const auto& blas = cpu::blas::library();
-  if constexpr (std::is_same_v<T, float>) {
-    blas.sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, pa, a.ld, pb, b.ld, 0.0f, pc, N);
-  } else if constexpr (std::is_same_v<T, double>) {
-    blas.dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, pa, a.ld, pb, b.ld, 0.0, pc, N);
-  } else {
-    const std::complex<float> one(1.0f, 0.0f);
-    const std::complex<float> zero(0.0f, 0.0f);
-    blas.cgemm(CblasRowMajor, ta, tb, M, N, K, &one, pa, a.ld, pb, b.ld, &zero, pc, N);
-  }
+  cpu::gemm<T>(a.trans, b.trans, M, N, K, T(1), pa, a.ld, pb, b.ld, T(0), pc, N);
 }
 
 // An operand seen as a batch of matrices broadcast to the output's batch.
@@ -115,8 +107,11 @@ bool folds_into_rows(const Operand& a, const BlasMatrix& av, const Operand& b,
   return true;
 }
 
-template <typename T>
-void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& batch_shape) {
+// Runs out[i] = a[i] b[i] over the batch: `In` is the operands' element
+// type, `product(av, bv, M, N, K, pa, pb, pc)` one product.
+template <typename In, typename Out, typename Product>
+void matmul_batched(const array& a_in, const array& b_in, Out* out, const Shape& batch_shape,
+                    Product&& product) {
   Operand a = make_operand(a_in, true, batch_shape);
   Operand b = make_operand(b_in, false, batch_shape);
   const int64_t M = a.rows;
@@ -124,15 +119,15 @@ void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& bat
   const int64_t N = b.cols;
   const int64_t batch = static_cast<int64_t>(shape_size(batch_shape));
   if (K == 0) {
-    std::fill(out, out + batch * M * N, T(0));
+    std::fill(out, out + batch * M * N, Out(0));
     return;
   }
   BlasMatrix av = prepare(a, true, batch_shape);
   BlasMatrix bv = prepare(b, false, batch_shape);
-  const T* pa = a.data.data<T>();
-  const T* pb = b.data.data<T>();
+  const In* pa = a.data.data<In>();
+  const In* pb = b.data.data<In>();
   if (batch == 1 || folds_into_rows(a, av, b, batch_shape)) {
-    gemm<T>(av, bv, batch * M, N, K, pa, pb, out);
+    product(av, bv, batch * M, N, K, pa, pb, out);
     return;
   }
   // Offsets of batch entry i in a and b.
@@ -150,49 +145,34 @@ void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& bat
   auto run = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       auto [oa, ob] = offsets(static_cast<int64_t>(i));
-      gemm<T>(av, bv, M, N, K, pa + oa, pb + ob, out + static_cast<int64_t>(i) * M * N);
+      product(av, bv, M, N, K, pa + oa, pb + ob, out + static_cast<int64_t>(i) * M * N);
     }
   };
   const double work = static_cast<double>(M) * N * K;
-  if (work <= kSmallProduct && cpu::num_threads() > 1) {
-    // Small products: OpenBLAS runs each on the calling thread, so the pool
-    // spreads the batch.
-    const size_t grain = static_cast<size_t>(std::max(1.0, kSmallProduct / work));
-    cpu::parallel_for(batch, grain, run);
+  if (work <= kSmallProduct && batch >= cpu::num_threads()) {
+    cpu::parallel_for(batch, static_cast<size_t>(std::max(1.0, kChunkWork / work)), run);
   } else {
     run(0, batch);
   }
 }
 
-// bfloat16 through OpenBLAS's sbgemm (bfloat16 operands, float32
-// accumulation and result), when the loaded library has it.
-void matmul_bf16_native(const array& a_in, const array& b_in, float* out,
-                        const Shape& batch_shape) {
-  Operand a = make_operand(a_in, true, batch_shape);
-  Operand b = make_operand(b_in, false, batch_shape);
-  const int64_t M = a.rows, K = a.cols, N = b.cols;
-  const int64_t batch = static_cast<int64_t>(shape_size(batch_shape));
-  if (K == 0) {
-    std::fill(out, out + batch * M * N, 0.0f);
-    return;
-  }
-  BlasMatrix av = prepare(a, true, batch_shape);
-  BlasMatrix bv = prepare(b, false, batch_shape);
-  const uint16_t* pa = a.data.data<uint16_t>();
-  const uint16_t* pb = b.data.data<uint16_t>();
-  const auto sbgemm = cpu::blas::library().sbgemm;
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t oa = 0, ob = 0, rest = i;
-    for (int d = static_cast<int>(batch_shape.size()) - 1; d >= 0; --d) {
-      const int64_t idx = rest % batch_shape[d];
-      rest /= batch_shape[d];
-      oa += idx * a.batch_strides[d];
-      ob += idx * b.batch_strides[d];
+template <typename T>
+void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& batch_shape) {
+  matmul_batched<T>(a_in, b_in, out, batch_shape, gemm<T>);
+}
+
+// bfloat16/float16 operands, float32 accumulation and result.
+void matmul_half(const array& a_in, const array& b_in, float* out, const Shape& batch_shape,
+                 Dtype dtype) {
+  auto product = [&](const BlasMatrix& av, const BlasMatrix& bv, int64_t M, int64_t N, int64_t K,
+                     const uint16_t* pa, const uint16_t* pb, float* pc) {
+    if (dtype == bfloat16) {
+      cpu::gemm_bf16(av.trans, bv.trans, M, N, K, pa, av.ld, pb, bv.ld, pc, N);
+    } else {
+      cpu::gemm_f16(av.trans, bv.trans, M, N, K, pa, av.ld, pb, bv.ld, pc, N);
     }
-    sbgemm(CblasRowMajor, av.trans ? CblasTrans : CblasNoTrans,
-           bv.trans ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, pa + oa, av.ld, pb + ob, bv.ld,
-           0.0f, out + i * M * N, N);
-  }
+  };
+  matmul_batched<uint16_t>(a_in, b_in, out, batch_shape, product);
 }
 
 // A row-major float32 copy of a half-precision array.
@@ -224,11 +204,7 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
   } else if (dtype == float16 || dtype == bfloat16) {
     array result = array::empty(out.shape(), float32);
     result.set_data(allocator::allocate(result.nbytes()));
-    if (dtype == bfloat16 && cpu::blas::library().sbgemm != nullptr) {
-      matmul_bf16_native(a, b, result.data<float>(), batch_shape);
-    } else {
-      matmul_typed<float>(to_float32(a), to_float32(b), result.data<float>(), batch_shape);
-    }
+    matmul_half(a, b, result.data<float>(), batch_shape, dtype);
     const float* src = result.data<float>();
     char* dst = out.data<char>();
     cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
@@ -323,8 +299,8 @@ void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
         }
       };
       const double work = static_cast<double>(M) * N * K;
-      if (work <= kSmallProduct && cpu::num_threads() > 1) {
-        cpu::parallel_for(count, static_cast<size_t>(std::max(1.0, kSmallProduct / work)), run);
+      if (work <= kSmallProduct && count >= cpu::num_threads()) {
+        cpu::parallel_for(count, static_cast<size_t>(std::max(1.0, kChunkWork / work)), run);
       } else {
         run(0, count);
       }

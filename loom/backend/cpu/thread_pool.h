@@ -10,6 +10,10 @@ namespace loom::cpu {
 // Number of threads a kernel may use (LOOM_NUM_THREADS, default: all cores).
 int num_threads();
 
+// Whether this thread is running a chunk of a parallel region; a nested
+// parallel_for runs its whole range on the calling thread.
+bool in_parallel_region();
+
 // Calls body(begin, end) over [0, n) in chunks of at least `grain` items,
 // on the pool and the calling thread; returns when every chunk has run.
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body);
