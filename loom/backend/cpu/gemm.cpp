@@ -26,6 +26,12 @@ constexpr int64_t kPanelAlign = 16;
 // Panels narrower than this do not pay for packing the other operand again.
 constexpr int64_t kMinPanel = 32;
 
+// Panels per pool thread: more than one lets a thread that finishes early
+// take over work of one that was descheduled. Each GEMM panel packs the
+// other operand again, so GEMM takes two; GEMV panels cost nothing extra.
+constexpr int64_t kGemmPanelsPerThread = 2;
+constexpr int64_t kGemvPanelsPerThread = 4;
+
 CBLAS_TRANSPOSE op(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
 template <typename T>
@@ -59,12 +65,13 @@ void blas_gemv(bool trans, int64_t rows, int64_t cols, T alpha, const T* a, int6
   }
 }
 
-// Splits [0, n) into at most num_threads() panels of `align` multiples, at
-// least `min` wide, and runs body(begin, end) for each over the pool.
+// Splits [0, n) into at most `per_thread` panels per pool thread, of
+// `align` multiples and at least `min` wide, and runs body(begin, end) for
+// each; threads take panels as they come free.
 template <typename F>
-void over_panels(int64_t n, int64_t min, int64_t align, F&& body) {
+void over_panels(int64_t n, int64_t min, int64_t align, int64_t per_thread, F&& body) {
   const int64_t threads = num_threads();
-  int64_t panels = std::min<int64_t>(threads, std::max<int64_t>(1, n / min));
+  int64_t panels = std::min<int64_t>(threads * per_thread, std::max<int64_t>(1, n / min));
   int64_t width = (n + panels - 1) / panels;
   width = std::min(n, (width + align - 1) / align * align);
   panels = (n + width - 1) / width;
@@ -72,11 +79,9 @@ void over_panels(int64_t n, int64_t min, int64_t align, F&& body) {
     body(0, n);
     return;
   }
-  parallel_for(static_cast<size_t>(panels), 1, [&](size_t p0, size_t p1) {
-    for (size_t p = p0; p < p1; ++p) {
-      const int64_t begin = static_cast<int64_t>(p) * width;
-      body(begin, std::min(n, begin + width));
-    }
+  parallel_chunks(static_cast<size_t>(panels), [&](size_t p) {
+    const int64_t begin = static_cast<int64_t>(p) * width;
+    body(begin, std::min(n, begin + width));
   });
 }
 
@@ -126,7 +131,7 @@ void gemv_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, co
     return;
   }
   const int64_t min = std::max<int64_t>(kPanelAlign, kGemvGrain / std::max<int64_t>(K, 1));
-  over_panels(outputs, min, kPanelAlign, run);
+  over_panels(outputs, min, kPanelAlign, kGemvPanelsPerThread, run);
 }
 
 } // namespace
@@ -155,12 +160,12 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* a
   // of the work) unless there are too few rows for every thread to get a
   // panel; then columns of op(B).
   if (M >= N || M >= kMinPanel * num_threads()) {
-    over_panels(M, kMinPanel, kPanelAlign, [&](int64_t m0, int64_t m1) {
+    over_panels(M, kMinPanel, kPanelAlign, kGemmPanelsPerThread, [&](int64_t m0, int64_t m1) {
       const T* pa = ta ? a + m0 : a + m0 * lda;
       blas_gemm<T>(ta, tb, m1 - m0, N, K, alpha, pa, lda, b, ldb, beta, c + m0 * ldc, ldc);
     });
   } else {
-    over_panels(N, kMinPanel, kPanelAlign, [&](int64_t n0, int64_t n1) {
+    over_panels(N, kMinPanel, kPanelAlign, kGemmPanelsPerThread, [&](int64_t n0, int64_t n1) {
       const T* pb = tb ? b + n0 * ldb : b + n0;
       blas_gemm<T>(ta, tb, M, n1 - n0, K, alpha, a, lda, pb, ldb, beta, c + n0, ldc);
     });

@@ -48,18 +48,18 @@ void split_product(int64_t M, int64_t N, int64_t K, F&& body) {
   const bool rows = M >= N || M >= kMinPanel * threads;
   const int64_t n = rows ? M : N;
   const int64_t align = rows ? 12 : 32;
-  int64_t panels = std::min<int64_t>(threads, std::max<int64_t>(1, n / kMinPanel));
+  // Two panels per thread: one that finishes early takes over from one that
+  // was descheduled.
+  int64_t panels = std::min<int64_t>(2 * threads, std::max<int64_t>(1, n / kMinPanel));
   int64_t width = (n + panels - 1) / panels;
   width = std::min(n, (width + align - 1) / align * align);
   panels = (n + width - 1) / width;
-  parallel_for(static_cast<size_t>(panels), 1, [&](size_t p0, size_t p1) {
-    for (size_t p = p0; p < p1; ++p) {
-      const int64_t b = static_cast<int64_t>(p) * width, e = std::min(n, b + width);
-      if (rows) {
-        body(b, e, 0, N);
-      } else {
-        body(0, M, b, e);
-      }
+  parallel_chunks(static_cast<size_t>(panels), [&](size_t p) {
+    const int64_t b = static_cast<int64_t>(p) * width, e = std::min(n, b + width);
+    if (rows) {
+      body(b, e, 0, N);
+    } else {
+      body(0, M, b, e);
     }
   });
 }

@@ -12,6 +12,12 @@
 // training) dequantize w once per matrix and use the BLAS sgemm.
 #include <immintrin.h>
 
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside their own
+// _mm512_undefined_* helpers once inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -142,46 +148,87 @@ void qmv_affine_rows(const float* x, const float* xsum, const uint32_t* w, const
 // high nibbles the odd ones, so x is read from `xp`, each 32-element block
 // of x stored as its 16 even then its 16 odd elements (x_pairs_split). That
 // is a third of the instructions per weight of the generic 8-lane kernel.
+// R rows of w (n, n + R) against row m of x: R independent accumulator
+// chains, each x vector loaded once for all R.
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) inline void qmv4_avx512_block(
+    const float* xr, const float* xs, const unsigned char* const* wr, const float* const* sr,
+    const float* const* br, int64_t groups, int group_size, float* dst, int64_t dst_stride) {
+  const __m512i low = _mm512_set1_epi32(0xF);
+  const int blocks = group_size / 32;
+  __m512 total[R];
+  float bias_total[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    total[r] = _mm512_setzero_ps();
+    bias_total[r] = 0.0f;
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512 acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int blk = 0; blk < blocks; ++blk) {
+      const int64_t off = g * group_size + 32 * blk;
+      const __m512 x_even = _mm512_loadu_ps(xr + off);
+      const __m512 x_odd = _mm512_loadu_ps(xr + off + 16);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512i codes = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr[r] + off / 2)));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(codes, low)), x_even, acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(codes, 4)), x_odd, acc[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      total[r] = _mm512_fmadd_ps(acc[r], _mm512_set1_ps(sr[r][g]), total[r]);
+      bias_total[r] += br[r][g] * xs[g];
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, total[r]);
+    float sum = 0.0f;
+    for (float v : lanes) sum += v;
+    dst[r * dst_stride] = sum + bias_total[r];
+  }
+}
+
+// 4-bit affine codes with AVX-512: 32 codes (16 bytes) per step, widened to
+// 16 lanes of one byte each; the low nibbles are the even elements and the
+// high nibbles the odd ones, so x is read from `xp`, each 32-element block
+// of x stored as its 16 even then its 16 odd elements (x_pairs_split). Four
+// rows of w run together so that each x vector is loaded once for them.
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void qmv4_avx512_rows(
     const float* xp, const float* xsum, const uint32_t* w, const float* scales, const float* biases,
     const QmmProblem& p, int64_t n0, int64_t n1, float* out) {
+  constexpr int R = 4;
   const int64_t groups = p.K / p.group_size;
   const int64_t bytes_per_row = p.K / 2;
-  const int blocks = p.group_size / 32;
-  const __m512i low = _mm512_set1_epi32(0xF);
-  for (int64_t n = n0; n < n1; ++n) {
-    const auto* wr = reinterpret_cast<const unsigned char*>(w) + n * bytes_per_row;
-    const float* sr = scales + n * groups;
-    const float* br = biases + n * groups;
+  const auto* wb = reinterpret_cast<const unsigned char*>(w);
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) {
+    const unsigned char* wr[R];
+    const float* sr[R];
+    const float* br[R];
+    for (int r = 0; r < R; ++r) {
+      wr[r] = wb + (n + r) * bytes_per_row;
+      sr[r] = scales + (n + r) * groups;
+      br[r] = biases + (n + r) * groups;
+    }
     for (int64_t m = 0; m < p.M; ++m) {
-      const float* xr = xp + m * p.K;
-      const float* xs = xsum + m * groups;
-      __m512 total0 = _mm512_setzero_ps(), total1 = _mm512_setzero_ps();
-      float bias_total = 0.0f;
-      for (int64_t g = 0; g < groups; ++g) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        for (int blk = 0; blk < blocks; ++blk) {
-          const int64_t off = g * p.group_size + 32 * blk;
-          const __m512i codes =
-              _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + off / 2)));
-          const __m512 even = _mm512_cvtepi32_ps(_mm512_and_si512(codes, low));
-          const __m512 odd = _mm512_cvtepi32_ps(_mm512_srli_epi32(codes, 4));
-          a0 = _mm512_fmadd_ps(even, _mm512_loadu_ps(xr + off), a0);
-          a1 = _mm512_fmadd_ps(odd, _mm512_loadu_ps(xr + off + 16), a1);
-        }
-        // Alternate accumulators: two chains of the per-group fma.
-        if (g & 1) {
-          total1 = _mm512_fmadd_ps(_mm512_add_ps(a0, a1), _mm512_set1_ps(sr[g]), total1);
-        } else {
-          total0 = _mm512_fmadd_ps(_mm512_add_ps(a0, a1), _mm512_set1_ps(sr[g]), total0);
-        }
-        bias_total += br[g] * xs[g];
-      }
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, _mm512_add_ps(total0, total1));
-      float sum = 0.0f;
-      for (float v : lanes) sum += v;
-      out[m * p.N + n] = sum + bias_total;
+      qmv4_avx512_block<R>(xp + m * p.K, xsum + m * groups, wr, sr, br, groups, p.group_size,
+                           out + m * p.N + n, 1);
+    }
+  }
+  for (; n < n1; ++n) {
+    const unsigned char* wr[1] = {wb + n * bytes_per_row};
+    const float* sr[1] = {scales + n * groups};
+    const float* br[1] = {biases + n * groups};
+    for (int64_t m = 0; m < p.M; ++m) {
+      qmv4_avx512_block<1>(xp + m * p.K, xsum + m * groups, wr, sr, br, groups, p.group_size,
+                           out + m * p.N + n, 1);
     }
   }
 }

@@ -166,6 +166,15 @@ int num_threads() {
 
 bool in_parallel_region() { return t_in_region; }
 
+void parallel_chunks(size_t count, const std::function<void(size_t)>& job) {
+  if (count == 0) return;
+  if (count == 1 || t_in_region || num_threads() == 1) {
+    for (size_t c = 0; c < count; ++c) job(c);
+    return;
+  }
+  pool().run(count, job);
+}
+
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);

@@ -18,4 +18,9 @@ bool in_parallel_region();
 // on the pool and the calling thread; returns when every chunk has run.
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body);
 
+// Runs job(c) for every c in [0, count) on the pool and the calling thread,
+// each chunk taken by whichever thread is free next: more chunks than
+// threads keep every core busy when one of them is late (a loaded machine).
+void parallel_chunks(size_t count, const std::function<void(size_t)>& job);
+
 } // namespace loom::cpu
