@@ -151,7 +151,8 @@ def _half(x, dtype):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("m,n,k", [(5, 3, 2), (37, 45, 7), (128, 96, 385), (300, 200, 1000),
-                                   (1, 700, 300), (700, 1, 300), (20, 2000, 33)])
+                                   (1, 700, 300), (700, 1, 300), (20, 2000, 33),
+                                   (1, 129, 1024), (1030, 1, 1088), (1, 1, 67)])
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 def test_half_products_accumulate_in_float32(dtype, m, n, k, ta, tb):

@@ -268,6 +268,128 @@ bool detect_bf16() {
 
 #endif
 
+// --- bfloat16 matrix-vector products ------------------------------------------------
+// A decode step's x @ W.T: memory-bound, so the packing of the GEMM (and its
+// 12-row tiles, 11 of them empty) would cost more than the product.
+
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// out[r * incy] = sum_k row_r[k] x[k] for rows [r0, r1) of a row-major
+// bfloat16 matrix; x contiguous.
+void dot_rows_generic(const uint16_t* mat, int64_t ld, const uint16_t* x, int64_t K, int64_t r0,
+                      int64_t r1, float* out, int64_t incy) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* row = mat + r * ld;
+    float part[8] = {};
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+      for (int l = 0; l < 8; ++l) part[l] += bf16_to_float(row[k + l]) * bf16_to_float(x[k + l]);
+    }
+    float sum = 0.0f;
+    for (; k < K; ++k) sum += bf16_to_float(row[k]) * bf16_to_float(x[k]);
+    for (float p : part) sum += p;
+    out[r * incy] = sum;
+  }
+}
+
+#if defined(__x86_64__)
+LOOM_BF16_TARGET void dot_rows_bf16(const uint16_t* mat, int64_t ld, const uint16_t* x, int64_t K,
+                                    int64_t r0, int64_t r1, float* out, int64_t incy) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* row = mat + r * ld;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+      acc0 = _mm512_dpbf16_ps(acc0, (__m512bh)_mm512_loadu_si512(row + k),
+                              (__m512bh)_mm512_loadu_si512(x + k));
+      acc1 = _mm512_dpbf16_ps(acc1, (__m512bh)_mm512_loadu_si512(row + k + 32),
+                              (__m512bh)_mm512_loadu_si512(x + k + 32));
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_add_ps(acc0, acc1));
+    float sum = 0.0f;
+    for (float v : lanes) sum += v;
+    for (; k < K; ++k) sum += bf16_to_float(row[k]) * bf16_to_float(x[k]);
+    out[r * incy] = sum;
+  }
+}
+#endif
+
+// out[j * incy] = sum_k x[k] mat[k, j] for columns [j0, j1) of a row-major
+// K x n bfloat16 matrix: rows of the matrix scaled and added, in float32.
+void axpy_rows(const uint16_t* mat, int64_t ld, const uint16_t* x, int64_t incx, int64_t K,
+               int64_t j0, int64_t j1, float* out, int64_t incy) {
+  const int64_t n = j1 - j0;
+  std::vector<float> acc_buffer(static_cast<size_t>(n), 0.0f);
+  float* acc = acc_buffer.data();
+  int64_t k = 0;
+  // Four rows per pass: the accumulator row is loaded and stored once for
+  // four rows of the matrix.
+  for (; k + 4 <= K; k += 4) {
+    const float x0 = bf16_to_float(x[k * incx]), x1 = bf16_to_float(x[(k + 1) * incx]);
+    const float x2 = bf16_to_float(x[(k + 2) * incx]), x3 = bf16_to_float(x[(k + 3) * incx]);
+    const uint16_t* r0 = mat + k * ld + j0;
+    const uint16_t* r1 = r0 + ld;
+    const uint16_t* r2 = r1 + ld;
+    const uint16_t* r3 = r2 + ld;
+    for (int64_t j = 0; j < n; ++j) {
+      acc[j] += x0 * bf16_to_float(r0[j]) + x1 * bf16_to_float(r1[j]) + x2 * bf16_to_float(r2[j]) +
+                x3 * bf16_to_float(r3[j]);
+    }
+  }
+  for (; k < K; ++k) {
+    const float xk = bf16_to_float(x[k * incx]);
+    const uint16_t* row = mat + k * ld + j0;
+    for (int64_t j = 0; j < n; ++j) acc[j] += xk * bf16_to_float(row[j]);
+  }
+  for (int64_t j = j0; j < j1; ++j) out[j * incy] = acc[j - j0];
+}
+
+// C = op(A) op(B) with M == 1 or N == 1.
+void bf16_gemv(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* a, int64_t lda,
+               const uint16_t* b, int64_t ldb, float* c, int64_t ldc) {
+  const uint16_t* mat;
+  const uint16_t* x;
+  int64_t ld, incx, incy, outputs;
+  bool rows; // outputs are rows of the stored matrix
+  if (M == 1) {
+    mat = b, ld = ldb, rows = tb, x = a, incx = ta ? lda : 1, incy = 1, outputs = N;
+  } else {
+    mat = a, ld = lda, rows = !ta, x = b, incx = tb ? 1 : ldb, incy = ldc, outputs = M;
+  }
+  std::vector<uint16_t> xc;
+  if (rows && incx != 1) {
+    xc.resize(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) xc[k] = x[k * incx];
+    x = xc.data();
+  }
+  const int64_t threads = num_threads();
+  const bool split = threads > 1 && !in_parallel_region() && outputs * K >= (int64_t{1} << 17);
+  const int64_t panels =
+      split ? std::min<int64_t>(4 * threads, std::max<int64_t>(1, outputs / 16)) : 1;
+  const int64_t width = (outputs + panels - 1) / panels;
+  parallel_chunks(static_cast<size_t>(panels), [&](size_t p) {
+    const int64_t o0 = static_cast<int64_t>(p) * width, o1 = std::min(outputs, o0 + width);
+    if (o0 >= o1) return;
+    if (!rows) {
+      axpy_rows(mat, ld, x, incx, K, o0, o1, c, incy);
+      return;
+    }
+#if defined(__x86_64__)
+    if (has_native_bf16()) {
+      dot_rows_bf16(mat, ld, x, K, o0, o1, c, incy);
+      return;
+    }
+#endif
+    dot_rows_generic(mat, ld, x, K, o0, o1, c, incy);
+  });
+}
+
 } // namespace
 
 bool has_native_bf16() {
@@ -284,6 +406,10 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0.0f);
+    return;
+  }
+  if (M == 1 || N == 1) {
+    bf16_gemv(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
     return;
   }
 #if defined(__x86_64__)
