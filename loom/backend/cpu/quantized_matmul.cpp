@@ -301,8 +301,16 @@ void qmm_one(const float* x, const uint32_t* w, const S* scales, const S* biases
         static const bool avx512 = has_avx512();
         if (p.bits == 4 && avx512) {
           const std::vector<float> xp = x_pairs_split(x, p.M, p.K);
-          cpu::parallel_for(p.N, grain, [&](size_t b, size_t e) {
-            qmv4_avx512_rows(xp.data(), xsum.data(), w, scales, biases, p, b, e, out);
+          // Four chunks per thread, taken as threads come free: a thread
+          // that is descheduled (a loaded machine) holds up one small chunk.
+          const int64_t threads = cpu::num_threads();
+          const int64_t chunks = std::max<int64_t>(
+              1, std::min<int64_t>(4 * threads, p.N / std::max<int64_t>(4, grain)));
+          const int64_t width = ((p.N + chunks - 1) / chunks + 3) / 4 * 4;
+          cpu::parallel_chunks(static_cast<size_t>((p.N + width - 1) / width), [&](size_t c) {
+            const int64_t b = static_cast<int64_t>(c) * width;
+            qmv4_avx512_rows(xp.data(), xsum.data(), w, scales, biases, p, b,
+                             std::min<int64_t>(p.N, b + width), out);
           });
           return;
         }
