@@ -13,6 +13,7 @@
 #include <complex>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/gemm.h"
@@ -280,7 +281,43 @@ void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
                               std::to_string(na) + " and " + std::to_string(nb) + " matrices.");
     }
   }
-  Dtype compute = out.dtype() == float16 || out.dtype() == bfloat16 ? float32 : out.dtype();
+  const double work = static_cast<double>(M) * N * K;
+  const size_t grain = static_cast<size_t>(std::max(1.0, kChunkWork / std::max(work, 1.0)));
+  if (out.dtype() == float16 || out.dtype() == bfloat16) {
+    // Both operands are of the output's type: the half-precision products
+    // read them as they are (float32 accumulation), no float32 copies.
+    const Dtype dtype = out.dtype();
+    out.set_data(allocator::allocate(out.nbytes()));
+    if (out.size() == 0) return;
+    const array a = cpu::ensure_row_contiguous(inputs[0]);
+    const array b = cpu::ensure_row_contiguous(inputs[1]);
+    const uint16_t* pa = a.data<uint16_t>();
+    const uint16_t* pb = b.data<uint16_t>();
+    std::vector<float> res(static_cast<size_t>(out.size()));
+    auto run = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const uint16_t* ai = pa + pl[i] * M * K;
+        const uint16_t* bi = pb + pr[i] * K * N;
+        float* ci = res.data() + i * M * N;
+        if (dtype == bfloat16) {
+          cpu::gemm_bf16(false, false, M, N, K, ai, K, bi, N, ci, N);
+        } else {
+          cpu::gemm_f16(false, false, M, N, K, ai, K, bi, N, ci, N);
+        }
+      }
+    };
+    if (work <= kSmallProduct && count >= cpu::num_threads()) {
+      cpu::parallel_for(count, grain, run);
+    } else {
+      run(0, count);
+    }
+    char* dst = out.data<char>();
+    cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
+      cpu::convert_buffer(res.data() + b, float32, dst + b * out.itemsize(), dtype, e - b);
+    });
+    return;
+  }
+  Dtype compute = out.dtype();
   with_compute_type({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
     if (res.size() == 0) return;
     dispatch_gemm_type(compute, "gather_mm", [&](auto tag) {
@@ -298,9 +335,8 @@ void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
           gemm<T>(av, bv, M, N, K, pa + pl[i] * M * K, pb + pr[i] * K * N, pc + i * M * N);
         }
       };
-      const double work = static_cast<double>(M) * N * K;
       if (work <= kSmallProduct && count >= cpu::num_threads()) {
-        cpu::parallel_for(count, static_cast<size_t>(std::max(1.0, kChunkWork / work)), run);
+        cpu::parallel_for(count, grain, run);
       } else {
         run(0, count);
       }
