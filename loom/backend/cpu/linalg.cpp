@@ -176,12 +176,13 @@ void matmul_half(const array& a_in, const array& b_in, float* out, const Shape& 
   matmul_batched<uint16_t>(a_in, b_in, out, batch_shape, product);
 }
 
-// A row-major float32 copy of a half-precision array.
-array to_float32(const array& x) {
-  array out = array::empty(x.shape(), float32);
-  cpu::copy_contiguous(x, out);
-  out.set_status(Status::available);
-  return out;
+// Rounds a float32 result to the (half-precision) output, once.
+void round_into(const float* src, array& out) {
+  char* dst = out.data<char>();
+  const Dtype dtype = out.dtype();
+  cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
+    cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
+  });
 }
 
 } // namespace
@@ -206,11 +207,7 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
     array result = array::empty(out.shape(), float32);
     result.set_data(allocator::allocate(result.nbytes()));
     matmul_half(a, b, result.data<float>(), batch_shape, dtype);
-    const float* src = result.data<float>();
-    char* dst = out.data<char>();
-    cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
-      cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
-    });
+    round_into(result.data<float>(), out);
   } else {
     throw std::invalid_argument("[matmul] Only inexact types are supported.");
   }
@@ -224,26 +221,12 @@ namespace loom {
 
 namespace {
 
-// Runs `body(out)` on a buffer of the output's compute type (float32 for
-// half types, converted after), with the inputs given in that type.
+// Runs `body(ins, out)` with row-contiguous inputs and the output allocated.
 template <typename F>
-void with_compute_type(std::vector<array> ins, array& out, F&& body) {
-  const Dtype dtype = out.dtype();
+void with_contiguous(std::vector<array> ins, array& out, F&& body) {
   out.set_data(allocator::allocate(out.nbytes()));
-  if (dtype != float16 && dtype != bfloat16) {
-    for (auto& x : ins) x = cpu::ensure_row_contiguous(x);
-    body(ins, out);
-    return;
-  }
-  for (auto& x : ins) x = to_float32(x);
-  array result = array::empty(out.shape(), float32);
-  result.set_data(allocator::allocate(result.nbytes()));
-  body(ins, result);
-  const float* src = result.data<float>();
-  char* dst = out.data<char>();
-  cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
-    cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
-  });
+  for (auto& x : ins) x = cpu::ensure_row_contiguous(x);
+  body(ins, out);
 }
 
 template <typename F>
@@ -311,14 +294,11 @@ void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
     } else {
       run(0, count);
     }
-    char* dst = out.data<char>();
-    cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
-      cpu::convert_buffer(res.data() + b, float32, dst + b * out.itemsize(), dtype, e - b);
-    });
+    round_into(res.data(), out);
     return;
   }
   Dtype compute = out.dtype();
-  with_compute_type({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
+  with_contiguous({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
     if (res.size() == 0) return;
     dispatch_gemm_type(compute, "gather_mm", [&](auto tag) {
       using T = decltype(tag);
@@ -360,8 +340,32 @@ void SegmentedMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
                               std::to_string(K) + ".");
     }
   }
-  Dtype compute = out.dtype() == float16 || out.dtype() == bfloat16 ? float32 : out.dtype();
-  with_compute_type({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
+  if (out.dtype() == float16 || out.dtype() == bfloat16) {
+    // As gather_mm: half-precision operands read as they are.
+    const Dtype dtype = out.dtype();
+    out.set_data(allocator::allocate(out.nbytes()));
+    if (out.size() == 0) return;
+    const array a = cpu::ensure_row_contiguous(inputs[0]);
+    const array b = cpu::ensure_row_contiguous(inputs[1]);
+    const uint16_t* pa = a.data<uint16_t>();
+    const uint16_t* pb = b.data<uint16_t>();
+    std::vector<float> res(static_cast<size_t>(out.size()));
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t s0 = ps[2 * i], s1 = ps[2 * i + 1];
+      float* c = res.data() + i * M * N;
+      if (s1 <= s0) {
+        std::fill(c, c + M * N, 0.0f);
+      } else if (dtype == bfloat16) {
+        cpu::gemm_bf16(false, false, M, N, s1 - s0, pa + s0, K, pb + int64_t{s0} * N, N, c, N);
+      } else {
+        cpu::gemm_f16(false, false, M, N, s1 - s0, pa + s0, K, pb + int64_t{s0} * N, N, c, N);
+      }
+    }
+    round_into(res.data(), out);
+    return;
+  }
+  Dtype compute = out.dtype();
+  with_contiguous({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
     if (res.size() == 0) return;
     dispatch_gemm_type(compute, "segmented_mm", [&](auto tag) {
       using T = decltype(tag);
