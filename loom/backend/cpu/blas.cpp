@@ -6,10 +6,13 @@
 #include <cpuid.h>
 #endif
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 namespace loom::cpu::blas {
@@ -128,10 +131,38 @@ const Library& library() {
 }
 
 namespace {
+
+std::atomic<int> g_in_flight{0};
+std::atomic<bool> g_closing{false};
+
+// Registered with atexit when libloom loads, after OpenBLAS was loaded, so it
+// runs before the dynamic linker's destructors (OpenBLAS's among them).
+void close_at_exit() {
+  g_closing.store(true);
+  // A call in flight is one panel of a product: bounded, but do not hang the
+  // exit on a thread that cannot run.
+  for (int i = 0; i < 10000 && g_in_flight.load() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+} // namespace
+
+InFlight::InFlight() {
+  g_in_flight.fetch_add(1);
+  if (g_closing.load()) {
+    g_in_flight.fetch_sub(1);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+}
+
+InFlight::~InFlight() { g_in_flight.fetch_sub(1); }
+
+namespace {
 // Loaded with libloom, not on the first product: a fork() while another
 // thread is inside this first load would leave the child waiting forever on
 // the half-done static initialisation.
-const bool loaded_at_start = (library(), true);
+const bool loaded_at_start = (library(), std::atexit(&close_at_exit), true);
 } // namespace
 
 std::string core_name() { return library().corename(); }

@@ -102,4 +102,17 @@ struct Library {
 // run on the calling thread.
 const Library& library();
 
+// Brackets a call into OpenBLAS made by a thread that may still be running
+// when the process exits (a Python daemon thread's product). OpenBLAS's own
+// destructor frees the buffers its GEMM packs into; libloom's exit handler
+// (which runs before it) waits for the calls in flight, and a call that
+// starts after it parks its thread for good instead of touching freed memory.
+class InFlight {
+ public:
+  InFlight();
+  ~InFlight();
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
+
 } // namespace loom::cpu::blas

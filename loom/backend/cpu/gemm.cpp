@@ -38,6 +38,7 @@ template <typename T>
 void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t lda,
                const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   const auto& lib = blas::library();
+  const blas::InFlight call;
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
   const int la = static_cast<int>(lda), lb = static_cast<int>(ldb), lc = static_cast<int>(ldc);
   if constexpr (std::is_same_v<T, float>) {
@@ -54,6 +55,7 @@ template <typename T>
 void blas_gemv(bool trans, int64_t rows, int64_t cols, T alpha, const T* a, int64_t lda, const T* x,
                int64_t incx, T beta, T* y, int64_t incy) {
   const auto& lib = blas::library();
+  const blas::InFlight call;
   const int r = static_cast<int>(rows), c = static_cast<int>(cols), la = static_cast<int>(lda);
   const int ix = static_cast<int>(incx), iy = static_cast<int>(incy);
   if constexpr (std::is_same_v<T, float>) {

@@ -423,6 +423,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   if (const auto sbgemm = blas::library().sbgemm) {
     // An OpenBLAS built with BUILD_BFLOAT16 (not Debian's 0.3.21).
     split_product(M, N, K, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      const blas::InFlight call;
       const uint16_t* pa = ta ? a + m0 : a + m0 * lda;
       const uint16_t* pb = tb ? b + n0 * ldb : b + n0;
       sbgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
