@@ -261,3 +261,69 @@ def test_shape_arguments_in_range_still_work():
     assert mx.broadcast_to(mx.array(1.0), (2, 2)).shape == (2, 2)
     with pytest.raises(TypeError):
         mx.reshape(mx.arange(6), 6)
+
+
+@pytest.mark.loom_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_right_after_a_matmul():
+    # OpenBLAS 0.3.21's own thread pool hung the PARENT in its fork handler
+    # when fork() came right after or during a product (issue 7; this loop
+    # hung within its first trials before); Loom runs OpenBLAS
+    # single-threaded and splits products over its own pool.
+    code = """
+        import os, time
+        from _backend import mx
+        a = mx.random.normal((384, 384), key=mx.random.key(0))
+        v = mx.random.normal((384,), key=mx.random.key(1))
+        expected = (a @ a).sum().item()
+        for trial in range(50):
+            x = (a @ a).sum() if trial % 3 else (a @ v).sum()
+            if trial % 2:
+                mx.eval(x)                  # fork right after the product
+            else:
+                mx.async_eval(x)            # fork while it runs
+                time.sleep(0.0005 * (trial % 7))
+            pid = os.fork()
+            if pid == 0:
+                ok = abs((a @ a).sum().item() - expected) <= 1e-3 * abs(expected) + 1e-2
+                os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, trial
+            x.item()
+        print("done")
+    """
+    try:
+        r = _run_python(code, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("fork() right after or during a matmul hung")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done", r.stdout + r.stderr
+
+
+@pytest.mark.loom_only
+def test_interpreter_exit_with_daemon_threads_doing_matmuls():
+    # Exit while daemon threads run products must end with status 0 (with
+    # OpenBLAS's own threads it could wait forever for them).
+    code = """
+        import threading, time
+        from _backend import mx
+        started = threading.Barrier(4)
+        def work(seed):
+            a = mx.random.normal((384, 384), key=mx.random.key(seed))
+            v = mx.random.normal((384,), key=mx.random.key(seed + 1))
+            started.wait()
+            while True:
+                mx.eval(a @ a, a @ v, (a.astype(mx.bfloat16) @ a.astype(mx.bfloat16)))
+        for i in range(3):
+            threading.Thread(target=work, args=(i,), daemon=True).start()
+        started.wait()
+        time.sleep(0.3)
+        print("bye")
+    """
+    for _ in range(3):
+        try:
+            r = _run_python(code, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("interpreter exit with daemon threads in matmuls hung")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "bye"

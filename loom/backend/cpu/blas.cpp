@@ -2,15 +2,17 @@
 
 #include <dlfcn.h>
 
-#include "loom/backend/cpu/thread_pool.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 namespace loom::cpu::blas {
@@ -62,6 +64,14 @@ Library load() {
     setenv("OPENBLAS_CORETYPE", core.c_str(), 0);
     set_core = true;
   }
+  // No OpenBLAS threads at all, whatever the environment asks: its pool's
+  // fork handler can hang the parent when fork() follows a product, and the
+  // pool is behind interpreter-exit hangs with daemon threads in matmuls
+  // (issue 7). A library already loaded by someone else keeps its threads
+  // but is set to one below.
+  const char* user_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::string saved_threads = user_threads != nullptr ? user_threads : "";
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
   void* handle = nullptr;
   for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
     handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -70,6 +80,11 @@ Library load() {
   // The variable served OpenBLAS's initialisation; child processes should
   // not inherit a choice they did not make.
   if (set_core) unsetenv("OPENBLAS_CORETYPE");
+  if (user_threads != nullptr) {
+    setenv("OPENBLAS_NUM_THREADS", saved_threads.c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_NUM_THREADS");
+  }
   if (handle == nullptr) {
     throw std::runtime_error(std::string("[blas] Cannot load OpenBLAS (libopenblas.so.0): ") +
                              dlerror());
@@ -78,6 +93,9 @@ Library load() {
   lib.sgemm = symbol<decltype(lib.sgemm)>(handle, "cblas_sgemm");
   lib.dgemm = symbol<decltype(lib.dgemm)>(handle, "cblas_dgemm");
   lib.cgemm = symbol<decltype(lib.cgemm)>(handle, "cblas_cgemm");
+  lib.sgemv = symbol<decltype(lib.sgemv)>(handle, "cblas_sgemv");
+  lib.dgemv = symbol<decltype(lib.dgemv)>(handle, "cblas_dgemv");
+  lib.cgemv = symbol<decltype(lib.cgemv)>(handle, "cblas_cgemv");
   lib.set_num_threads = symbol<decltype(lib.set_num_threads)>(handle, "openblas_set_num_threads");
   lib.corename = symbol<decltype(lib.corename)>(handle, "openblas_get_corename");
   lib.config = symbol<decltype(lib.config)>(handle, "openblas_get_config");
@@ -87,9 +105,7 @@ Library load() {
   lib.cgesdd = symbol<cgesdd_t>(handle, "cgesdd_");
   lib.cheevd = symbol<cheevd_t>(handle, "cheevd_");
   lib.cgeev = symbol<cgeev_t>(handle, "cgeev_");
-  // As many OpenBLAS threads as Loom's intra-op pool (LOOM_NUM_THREADS): a
-  // large product uses every core Loom may use and no more.
-  lib.set_num_threads(num_threads());
+  lib.set_num_threads(1);
   return lib;
 }
 
@@ -115,10 +131,38 @@ const Library& library() {
 }
 
 namespace {
+
+std::atomic<int> g_in_flight{0};
+std::atomic<bool> g_closing{false};
+
+// Registered with atexit when libloom loads, after OpenBLAS was loaded, so it
+// runs before the dynamic linker's destructors (OpenBLAS's among them).
+void close_at_exit() {
+  g_closing.store(true);
+  // A call in flight is one panel of a product: bounded, but do not hang the
+  // exit on a thread that cannot run.
+  for (int i = 0; i < 10000 && g_in_flight.load() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+} // namespace
+
+InFlight::InFlight() {
+  g_in_flight.fetch_add(1);
+  if (g_closing.load()) {
+    g_in_flight.fetch_sub(1);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+}
+
+InFlight::~InFlight() { g_in_flight.fetch_sub(1); }
+
+namespace {
 // Loaded with libloom, not on the first product: a fork() while another
 // thread is inside this first load would leave the child waiting forever on
 // the half-done static initialisation.
-const bool loaded_at_start = (library(), true);
+const bool loaded_at_start = (library(), std::atexit(&close_at_exit), true);
 } // namespace
 
 std::string core_name() { return library().corename(); }

@@ -82,6 +82,9 @@ struct Library {
   decltype(&cblas_sgemm) sgemm;
   decltype(&cblas_dgemm) dgemm;
   decltype(&cblas_cgemm) cgemm;
+  decltype(&cblas_sgemv) sgemv;
+  decltype(&cblas_dgemv) dgemv;
+  decltype(&cblas_cgemv) cgemv;
   decltype(&openblas_set_num_threads) set_num_threads;
   decltype(&openblas_get_corename) corename;
   decltype(&openblas_get_config) config;
@@ -94,7 +97,22 @@ struct Library {
 };
 
 // Loads OpenBLAS (once, thread-safe) with the core chosen for this CPU; raises
-// if it cannot be found.
+// if it cannot be found. OpenBLAS runs single-threaded: kernels spread
+// products over Loom's pool through backend/cpu/gemm.h, and LAPACK routines
+// run on the calling thread.
 const Library& library();
+
+// Brackets a call into OpenBLAS made by a thread that may still be running
+// when the process exits (a Python daemon thread's product). OpenBLAS's own
+// destructor frees the buffers its GEMM packs into; libloom's exit handler
+// (which runs before it) waits for the calls in flight, and a call that
+// starts after it parks its thread for good instead of touching freed memory.
+class InFlight {
+ public:
+  InFlight();
+  ~InFlight();
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
 
 } // namespace loom::cpu::blas

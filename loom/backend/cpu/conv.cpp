@@ -6,7 +6,7 @@
 // the Cg input channels it reads (zeros where the tap falls on padding or a
 // hole of the input dilation). Patches are built a block at a time (im2col,
 // spread over the intra-op pool) so the buffer stays a few MiB whatever the
-// problem, and each block is one OpenBLAS sgemm/dgemm, which threads itself.
+// problem, and each block is one product (cpu::gemm: panels over the pool).
 // A block covers rows or, when a patch row is very long (the weight gradient,
 // whose "kernel" is the whole cotangent), a range of taps accumulated with
 // beta = 1. Two shapes skip im2col: 1x1 kernels read the input in place
@@ -23,8 +23,8 @@
 #include <mutex>
 #include <vector>
 
-#include "loom/backend/cpu/blas.h"
 #include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/gemm.h"
 #include "loom/backend/cpu/thread_pool.h"
 
 namespace loom {
@@ -85,21 +85,16 @@ Geometry make_geometry(const Shape& xs, const Shape& ws, const Shape& os, const 
 }
 
 template <typename T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  const auto& blas = cpu::blas::library();
-  if constexpr (std::is_same_v<T, float>) {
-    blas.sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    blas.dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, lda, b, ldb, beta, c, ldc);
-  }
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  cpu::gemm<T>(ta, tb, M, N, K, T(1), a, lda, b, ldb, beta, c, ldc);
 }
 
 // C = A Bᵀ: the patches against the weight rows.
 template <typename T>
 void gemm_nt(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
              T beta, T* c, int64_t ldc) {
-  gemm<T>(CblasNoTrans, CblasTrans, M, N, K, a, lda, b, ldb, beta, c, ldc);
+  gemm<T>(false, true, M, N, K, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Output row r as (batch, position along each padded axis).
@@ -317,7 +312,7 @@ void conv_swapped(const array& in, const array& wt, array& out, const ConvParams
       im2col(g, x, 0, r0 + static_cast<int64_t>(b), r0 + static_cast<int64_t>(e), 0, g.taps,
              patches.get() + static_cast<int64_t>(b) * width);
     });
-    gemm<T>(CblasTrans, CblasNoTrans, width, O, r1 - r0, patches.get(), width, w + r0 * O, O,
+    gemm<T>(true, false, width, O, r1 - r0, patches.get(), width, w + r0 * O, O,
             r0 == 0 ? T(0) : T(1), acc.data(), O);
   }
   // (q, b) rows back to the output's (b, q).

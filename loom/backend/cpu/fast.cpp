@@ -14,8 +14,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "loom/backend/cpu/blas.h"
 #include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/gemm.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/primitives/elementwise_scalar.h"
 #include "loom/types/dispatch.h"
@@ -238,45 +238,12 @@ void RoPE::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
 
 namespace {
 
-// Holds OpenBLAS to one thread while any attention kernel runs its heads
-// in parallel (OpenBLAS 0.3.21 has no per-call thread count); the count is
-// restored when the last one ends. A product on another stream meanwhile
-// runs single-threaded, never wrongly.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() {
-    std::lock_guard<std::mutex> lock(mutex());
-    if (depth()++ == 0) cpu::blas::library().set_num_threads(1);
-  }
-  ~SingleThreadedBlas() {
-    std::lock_guard<std::mutex> lock(mutex());
-    if (--depth() == 0) cpu::blas::library().set_num_threads(cpu::num_threads());
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static int& depth() {
-    static int d = 0;
-    return d;
-  }
-};
-
+// Inside the per-head parallel region each product runs on its thread
+// (cpu::gemm does not split nested calls).
 template <typename C>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, C alpha, const C* a, int64_t lda,
           const C* b, int64_t ldb, C beta, C* c, int64_t ldc) {
-  const auto& blas = cpu::blas::library();
-  const CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE B = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<C, float>) {
-    blas.sgemm(CblasRowMajor, A, B, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    blas.dgemm(CblasRowMajor, A, B, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+  cpu::gemm<C>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Reductions over a row in independent lanes, so that they vectorise (one
@@ -373,15 +340,13 @@ struct Attention {
   }
 
   // With at least as many heads as pool threads, heads run in parallel, each
-  // thread doing its heads' products and rows alone (OpenBLAS is held to one
-  // thread meanwhile): no core waits while another runs a product, and no
-  // pool thread competes with OpenBLAS's threads. Fewer heads run one after
-  // another, each product threaded by OpenBLAS.
+  // thread doing its heads' products and rows alone: no core waits while
+  // another runs a product. Fewer heads run one after another, each product
+  // split over the pool by cpu::gemm.
   template <typename F>
   void for_each(int64_t count, F&& f) const {
     const int threads = cpu::num_threads();
     if (threads > 1 && count >= threads) {
-      SingleThreadedBlas guard;
       cpu::parallel_for(count, 1, [&](size_t b, size_t e) { f(b, e); });
     } else {
       f(0, count);

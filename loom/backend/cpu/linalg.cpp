@@ -4,18 +4,19 @@
 // row-major matrix as is, a column-major one (a transposed view) as a
 // transpose, so neither is copied; any other layout is copied to row-major
 // first. Batches whose second operand is shared and whose first operand's
-// rows are evenly spaced become one tall product. bfloat16 runs OpenBLAS's
-// sbgemm where the loaded library exports it; otherwise, and for float16,
-// the operands go through float32.
+// rows are evenly spaced become one tall product. Products run through
+// cpu::gemm (panels over the intra-op pool); bfloat16 and float16 through
+// cpu::gemm_bf16/gemm_f16 (float32 accumulation, one rounding at the end).
 #include "loom/primitives/linalg.h"
 
 #include <algorithm>
 #include <complex>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
-#include "loom/backend/cpu/blas.h"
 #include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/gemm.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/types/dispatch.h"
 
@@ -23,9 +24,12 @@ namespace loom {
 
 namespace {
 
-// Products below this many multiply-adds run single-threaded inside OpenBLAS
-// (its own threshold), so a batch of them is spread over Loom's pool instead.
-constexpr double kSmallProduct = 65536.0 * 4;
+// Products up to this many multiply-adds gain little from being split into
+// panels (cpu::gemm), so a batch of them is spread over the pool instead,
+// one whole product per chunk.
+constexpr double kSmallProduct = 65536.0 * 64;
+// Multiply-adds a chunk of such a batch should hold to pay for waking the pool.
+constexpr double kChunkWork = 65536.0 * 4;
 
 // How one operand's matrix lies in memory, in BLAS terms.
 struct BlasMatrix {
@@ -47,18 +51,7 @@ BlasMatrix blas_view(int64_t rows, int64_t cols, int64_t row_stride, int64_t col
 template <typename T>
 void gemm(const BlasMatrix& a, const BlasMatrix& b, int64_t M, int64_t N, int64_t K, const T* pa,
           const T* pb, T* pc) {
-  const CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
-  const auto& blas = cpu::blas::library();
-  if constexpr (std::is_same_v<T, float>) {
-    blas.sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, pa, a.ld, pb, b.ld, 0.0f, pc, N);
-  } else if constexpr (std::is_same_v<T, double>) {
-    blas.dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, pa, a.ld, pb, b.ld, 0.0, pc, N);
-  } else {
-    const std::complex<float> one(1.0f, 0.0f);
-    const std::complex<float> zero(0.0f, 0.0f);
-    blas.cgemm(CblasRowMajor, ta, tb, M, N, K, &one, pa, a.ld, pb, b.ld, &zero, pc, N);
-  }
+  cpu::gemm<T>(a.trans, b.trans, M, N, K, T(1), pa, a.ld, pb, b.ld, T(0), pc, N);
 }
 
 // An operand seen as a batch of matrices broadcast to the output's batch.
@@ -115,8 +108,11 @@ bool folds_into_rows(const Operand& a, const BlasMatrix& av, const Operand& b,
   return true;
 }
 
-template <typename T>
-void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& batch_shape) {
+// Runs out[i] = a[i] b[i] over the batch: `In` is the operands' element
+// type, `product(av, bv, M, N, K, pa, pb, pc)` one product.
+template <typename In, typename Out, typename Product>
+void matmul_batched(const array& a_in, const array& b_in, Out* out, const Shape& batch_shape,
+                    Product&& product) {
   Operand a = make_operand(a_in, true, batch_shape);
   Operand b = make_operand(b_in, false, batch_shape);
   const int64_t M = a.rows;
@@ -124,15 +120,15 @@ void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& bat
   const int64_t N = b.cols;
   const int64_t batch = static_cast<int64_t>(shape_size(batch_shape));
   if (K == 0) {
-    std::fill(out, out + batch * M * N, T(0));
+    std::fill(out, out + batch * M * N, Out(0));
     return;
   }
   BlasMatrix av = prepare(a, true, batch_shape);
   BlasMatrix bv = prepare(b, false, batch_shape);
-  const T* pa = a.data.data<T>();
-  const T* pb = b.data.data<T>();
+  const In* pa = a.data.data<In>();
+  const In* pb = b.data.data<In>();
   if (batch == 1 || folds_into_rows(a, av, b, batch_shape)) {
-    gemm<T>(av, bv, batch * M, N, K, pa, pb, out);
+    product(av, bv, batch * M, N, K, pa, pb, out);
     return;
   }
   // Offsets of batch entry i in a and b.
@@ -150,57 +146,43 @@ void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& bat
   auto run = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       auto [oa, ob] = offsets(static_cast<int64_t>(i));
-      gemm<T>(av, bv, M, N, K, pa + oa, pb + ob, out + static_cast<int64_t>(i) * M * N);
+      product(av, bv, M, N, K, pa + oa, pb + ob, out + static_cast<int64_t>(i) * M * N);
     }
   };
   const double work = static_cast<double>(M) * N * K;
-  if (work <= kSmallProduct && cpu::num_threads() > 1) {
-    // Small products: OpenBLAS runs each on the calling thread, so the pool
-    // spreads the batch.
-    const size_t grain = static_cast<size_t>(std::max(1.0, kSmallProduct / work));
-    cpu::parallel_for(batch, grain, run);
+  if (work <= kSmallProduct && batch >= cpu::num_threads()) {
+    cpu::parallel_for(batch, static_cast<size_t>(std::max(1.0, kChunkWork / work)), run);
   } else {
     run(0, batch);
   }
 }
 
-// bfloat16 through OpenBLAS's sbgemm (bfloat16 operands, float32
-// accumulation and result), when the loaded library has it.
-void matmul_bf16_native(const array& a_in, const array& b_in, float* out,
-                        const Shape& batch_shape) {
-  Operand a = make_operand(a_in, true, batch_shape);
-  Operand b = make_operand(b_in, false, batch_shape);
-  const int64_t M = a.rows, K = a.cols, N = b.cols;
-  const int64_t batch = static_cast<int64_t>(shape_size(batch_shape));
-  if (K == 0) {
-    std::fill(out, out + batch * M * N, 0.0f);
-    return;
-  }
-  BlasMatrix av = prepare(a, true, batch_shape);
-  BlasMatrix bv = prepare(b, false, batch_shape);
-  const uint16_t* pa = a.data.data<uint16_t>();
-  const uint16_t* pb = b.data.data<uint16_t>();
-  const auto sbgemm = cpu::blas::library().sbgemm;
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t oa = 0, ob = 0, rest = i;
-    for (int d = static_cast<int>(batch_shape.size()) - 1; d >= 0; --d) {
-      const int64_t idx = rest % batch_shape[d];
-      rest /= batch_shape[d];
-      oa += idx * a.batch_strides[d];
-      ob += idx * b.batch_strides[d];
-    }
-    sbgemm(CblasRowMajor, av.trans ? CblasTrans : CblasNoTrans,
-           bv.trans ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, pa + oa, av.ld, pb + ob, bv.ld,
-           0.0f, out + i * M * N, N);
-  }
+template <typename T>
+void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& batch_shape) {
+  matmul_batched<T>(a_in, b_in, out, batch_shape, gemm<T>);
 }
 
-// A row-major float32 copy of a half-precision array.
-array to_float32(const array& x) {
-  array out = array::empty(x.shape(), float32);
-  cpu::copy_contiguous(x, out);
-  out.set_status(Status::available);
-  return out;
+// bfloat16/float16 operands, float32 accumulation and result.
+void matmul_half(const array& a_in, const array& b_in, float* out, const Shape& batch_shape,
+                 Dtype dtype) {
+  auto product = [&](const BlasMatrix& av, const BlasMatrix& bv, int64_t M, int64_t N, int64_t K,
+                     const uint16_t* pa, const uint16_t* pb, float* pc) {
+    if (dtype == bfloat16) {
+      cpu::gemm_bf16(av.trans, bv.trans, M, N, K, pa, av.ld, pb, bv.ld, pc, N);
+    } else {
+      cpu::gemm_f16(av.trans, bv.trans, M, N, K, pa, av.ld, pb, bv.ld, pc, N);
+    }
+  };
+  matmul_batched<uint16_t>(a_in, b_in, out, batch_shape, product);
+}
+
+// Rounds a float32 result to the (half-precision) output, once.
+void round_into(const float* src, array& out) {
+  char* dst = out.data<char>();
+  const Dtype dtype = out.dtype();
+  cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
+    cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
+  });
 }
 
 } // namespace
@@ -224,16 +206,8 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
   } else if (dtype == float16 || dtype == bfloat16) {
     array result = array::empty(out.shape(), float32);
     result.set_data(allocator::allocate(result.nbytes()));
-    if (dtype == bfloat16 && cpu::blas::library().sbgemm != nullptr) {
-      matmul_bf16_native(a, b, result.data<float>(), batch_shape);
-    } else {
-      matmul_typed<float>(to_float32(a), to_float32(b), result.data<float>(), batch_shape);
-    }
-    const float* src = result.data<float>();
-    char* dst = out.data<char>();
-    cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
-      cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
-    });
+    matmul_half(a, b, result.data<float>(), batch_shape, dtype);
+    round_into(result.data<float>(), out);
   } else {
     throw std::invalid_argument("[matmul] Only inexact types are supported.");
   }
@@ -247,26 +221,12 @@ namespace loom {
 
 namespace {
 
-// Runs `body(out)` on a buffer of the output's compute type (float32 for
-// half types, converted after), with the inputs given in that type.
+// Runs `body(ins, out)` with row-contiguous inputs and the output allocated.
 template <typename F>
-void with_compute_type(std::vector<array> ins, array& out, F&& body) {
-  const Dtype dtype = out.dtype();
+void with_contiguous(std::vector<array> ins, array& out, F&& body) {
   out.set_data(allocator::allocate(out.nbytes()));
-  if (dtype != float16 && dtype != bfloat16) {
-    for (auto& x : ins) x = cpu::ensure_row_contiguous(x);
-    body(ins, out);
-    return;
-  }
-  for (auto& x : ins) x = to_float32(x);
-  array result = array::empty(out.shape(), float32);
-  result.set_data(allocator::allocate(result.nbytes()));
-  body(ins, result);
-  const float* src = result.data<float>();
-  char* dst = out.data<char>();
-  cpu::parallel_for(out.size(), 1 << 16, [&](size_t b, size_t e) {
-    cpu::convert_buffer(src + b, float32, dst + b * out.itemsize(), dtype, e - b);
-  });
+  for (auto& x : ins) x = cpu::ensure_row_contiguous(x);
+  body(ins, out);
 }
 
 template <typename F>
@@ -304,8 +264,41 @@ void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
                               std::to_string(na) + " and " + std::to_string(nb) + " matrices.");
     }
   }
-  Dtype compute = out.dtype() == float16 || out.dtype() == bfloat16 ? float32 : out.dtype();
-  with_compute_type({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
+  const double work = static_cast<double>(M) * N * K;
+  const size_t grain = static_cast<size_t>(std::max(1.0, kChunkWork / std::max(work, 1.0)));
+  if (out.dtype() == float16 || out.dtype() == bfloat16) {
+    // Both operands are of the output's type: the half-precision products
+    // read them as they are (float32 accumulation), no float32 copies.
+    const Dtype dtype = out.dtype();
+    out.set_data(allocator::allocate(out.nbytes()));
+    if (out.size() == 0) return;
+    const array a = cpu::ensure_row_contiguous(inputs[0]);
+    const array b = cpu::ensure_row_contiguous(inputs[1]);
+    const uint16_t* pa = a.data<uint16_t>();
+    const uint16_t* pb = b.data<uint16_t>();
+    std::vector<float> res(static_cast<size_t>(out.size()));
+    auto run = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const uint16_t* ai = pa + pl[i] * M * K;
+        const uint16_t* bi = pb + pr[i] * K * N;
+        float* ci = res.data() + i * M * N;
+        if (dtype == bfloat16) {
+          cpu::gemm_bf16(false, false, M, N, K, ai, K, bi, N, ci, N);
+        } else {
+          cpu::gemm_f16(false, false, M, N, K, ai, K, bi, N, ci, N);
+        }
+      }
+    };
+    if (work <= kSmallProduct && count >= cpu::num_threads()) {
+      cpu::parallel_for(count, grain, run);
+    } else {
+      run(0, count);
+    }
+    round_into(res.data(), out);
+    return;
+  }
+  Dtype compute = out.dtype();
+  with_contiguous({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
     if (res.size() == 0) return;
     dispatch_gemm_type(compute, "gather_mm", [&](auto tag) {
       using T = decltype(tag);
@@ -322,9 +315,8 @@ void GatherMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
           gemm<T>(av, bv, M, N, K, pa + pl[i] * M * K, pb + pr[i] * K * N, pc + i * M * N);
         }
       };
-      const double work = static_cast<double>(M) * N * K;
-      if (work <= kSmallProduct && cpu::num_threads() > 1) {
-        cpu::parallel_for(count, static_cast<size_t>(std::max(1.0, kSmallProduct / work)), run);
+      if (work <= kSmallProduct && count >= cpu::num_threads()) {
+        cpu::parallel_for(count, grain, run);
       } else {
         run(0, count);
       }
@@ -348,8 +340,32 @@ void SegmentedMM::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
                               std::to_string(K) + ".");
     }
   }
-  Dtype compute = out.dtype() == float16 || out.dtype() == bfloat16 ? float32 : out.dtype();
-  with_compute_type({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
+  if (out.dtype() == float16 || out.dtype() == bfloat16) {
+    // As gather_mm: half-precision operands read as they are.
+    const Dtype dtype = out.dtype();
+    out.set_data(allocator::allocate(out.nbytes()));
+    if (out.size() == 0) return;
+    const array a = cpu::ensure_row_contiguous(inputs[0]);
+    const array b = cpu::ensure_row_contiguous(inputs[1]);
+    const uint16_t* pa = a.data<uint16_t>();
+    const uint16_t* pb = b.data<uint16_t>();
+    std::vector<float> res(static_cast<size_t>(out.size()));
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t s0 = ps[2 * i], s1 = ps[2 * i + 1];
+      float* c = res.data() + i * M * N;
+      if (s1 <= s0) {
+        std::fill(c, c + M * N, 0.0f);
+      } else if (dtype == bfloat16) {
+        cpu::gemm_bf16(false, false, M, N, s1 - s0, pa + s0, K, pb + int64_t{s0} * N, N, c, N);
+      } else {
+        cpu::gemm_f16(false, false, M, N, s1 - s0, pa + s0, K, pb + int64_t{s0} * N, N, c, N);
+      }
+    }
+    round_into(res.data(), out);
+    return;
+  }
+  Dtype compute = out.dtype();
+  with_contiguous({inputs[0], inputs[1]}, out, [&](std::vector<array>& ins, array& res) {
     if (res.size() == 0) return;
     dispatch_gemm_type(compute, "segmented_mm", [&](auto tag) {
       using T = decltype(tag);

@@ -15,6 +15,19 @@ namespace loom::cpu {
 
 namespace {
 
+// Set on a thread while it runs chunks of a parallel region: a kernel called
+// from inside one (a product per attention head) runs on its thread instead
+// of waiting for the pool it is part of.
+thread_local bool t_in_region = false;
+
+struct RegionMark {
+  bool saved = t_in_region;
+  RegionMark() { t_in_region = true; }
+  ~RegionMark() { t_in_region = saved; }
+  RegionMark(const RegionMark&) = delete;
+  RegionMark& operator=(const RegionMark&) = delete;
+};
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n) {
@@ -43,7 +56,10 @@ class ThreadPool {
       ++generation_;
     }
     cv_.notify_all();
-    work();
+    {
+      RegionMark mark;
+      work();
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     // Every worker that joined this region has left work(): none can read
     // the next region's counters with this region's job (a stale chunk
@@ -78,7 +94,10 @@ class ThreadPool {
         seen = generation_;
         ++active_;
       }
-      work();
+      {
+        RegionMark mark;
+        work();
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       if (--active_ == 0) done_cv_.notify_all();
     }
@@ -145,12 +164,24 @@ int num_threads() {
   return n;
 }
 
+bool in_parallel_region() { return t_in_region; }
+
+void parallel_chunks(size_t count, const std::function<void(size_t)>& job) {
+  if (count == 0) return;
+  if (count == 1 || t_in_region || num_threads() == 1) {
+    for (size_t c = 0; c < count; ++c) job(c);
+    return;
+  }
+  pool().run(count, job);
+}
+
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
   size_t max_chunks = static_cast<size_t>(num_threads());
   size_t chunks = std::min(max_chunks, (n + grain - 1) / grain);
-  if (chunks <= 1) {
+  // Nested: the pool is busy with the region this thread is part of.
+  if (chunks <= 1 || t_in_region) {
     body(0, n);
     return;
   }
