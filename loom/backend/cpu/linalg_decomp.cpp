@@ -122,6 +122,7 @@ void dispatch_inexact(Dtype d, const char* prim, F&& f) {
 // --- LU ------------------------------------------------------------------------
 
 void LUF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int m = a.shape(-2);
   const int n = a.shape(-1);
@@ -174,6 +175,7 @@ void LUF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- Inverse -------------------------------------------------------------------
 
 void Inverse::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   array& out = outputs[0];
   copy_into(inputs[0], out);
   const int n = out.shape(-1);
@@ -217,6 +219,7 @@ void Inverse::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
 // --- Cholesky ------------------------------------------------------------------
 
 void Cholesky::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   array& out = outputs[0];
   copy_into(inputs[0], out);
   const int n = out.shape(-1);
@@ -243,6 +246,7 @@ void Cholesky::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
 // --- QR ------------------------------------------------------------------------
 
 void QRF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int m = a.shape(-2);
   const int n = a.shape(-1);
@@ -297,6 +301,7 @@ void QRF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- SVD -----------------------------------------------------------------------
 
 void SVD::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int m = a.shape(-2);
   const int n = a.shape(-1);
@@ -393,6 +398,7 @@ void SVD::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- Eigh ----------------------------------------------------------------------
 
 void Eigh::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int n = a.shape(-1);
   for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
@@ -446,6 +452,7 @@ void Eigh::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
 // --- Eig -----------------------------------------------------------------------
 
 void Eig::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int n = a.shape(-1);
   for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
@@ -521,6 +528,7 @@ void Eig::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- Solve ---------------------------------------------------------------------
 
 void Solve::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const array& bm = inputs[1];
   array& out = outputs[0];
