@@ -3,6 +3,7 @@
 // malformed MLX files raising clear errors.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,9 +16,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fixtures() {
-  return fs::path(__FILE__).parent_path().parent_path() / "python" / "tests" / "fixtures" / "mlxfn";
+// The repository root: ctest passes it (tests/CMakeLists.txt), since __FILE__
+// may be relative to some other build directory when ccache rewrote it.
+fs::path source_root() {
+  if (const char* dir = std::getenv("LOOM_SOURCE_DIR")) return dir;
+  return fs::path(__FILE__).parent_path().parent_path();
 }
+
+fs::path fixtures() { return source_root() / "python" / "tests" / "fixtures" / "mlxfn"; }
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -82,7 +88,7 @@ TEST(IoMlxfn, MalformedFilesNameTheProblem) {
 // corpora too): each must raise a clear error now, here under ctest (and the
 // ASan build's ctest) as well.
 TEST(IoMlxfn, FuzzRegressionsRaise) {
-  fs::path dir = fs::path(__FILE__).parent_path() / "fuzz" / "regressions";
+  fs::path dir = source_root() / "tests" / "fuzz" / "regressions";
   int n = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::string name = entry.path().filename().string();
