@@ -378,6 +378,17 @@ inline constexpr float kTrigMax = 1099511627776.0f; // 2^40
 inline constexpr float kTrigMax = 524288.0f; // 2^19
 #endif
 
+// x - n * c with one rounding where the CPU has FMA (the reduction's first
+// step must be exact there); spelled as std::fma so it does not depend on the
+// compiler contracting the expression (it did not at -O1 under ASan).
+inline double reduce_by(double x, double n, double c) {
+#if defined(__FMA__)
+  return std::fma(-n, c, x);
+#else
+  return x - n * c;
+#endif
+}
+
 // sin(r) for |r| <= pi/2: Taylor series to r^15 (truncation below 7e-13).
 inline double sin_poly_f64(double r) {
   double r2 = r * r;
@@ -401,7 +412,7 @@ inline float sin_f32_core(float x) {
   double xd = x;
   double t = xd * kInvPi + kRoundShifter;
   double n = t - kRoundShifter;
-  double r = xd - n * kPiHi;
+  double r = reduce_by(xd, n, kPiHi);
   r = r - n * kPiLo;
   double v = sin_poly_f64(r);
   v = (std::bit_cast<uint64_t>(t) & 1) ? -v : v;     // sin(x) = (-1)^n sin(r)
@@ -412,7 +423,7 @@ inline float cos_f32_core(float x) {
   double xd = x;
   double t = (xd * kInvPi - 0.5) + kRoundShifter;
   double m = (t - kRoundShifter) + 0.5; // n + 1/2
-  double r = xd - m * kPiHi;
+  double r = reduce_by(xd, m, kPiHi);
   r = r - m * kPiLo;
   double v = sin_poly_f64(r);
   v = (std::bit_cast<uint64_t>(t) & 1) ? v : -v; // cos(x) = -(-1)^n sin(r)
@@ -426,7 +437,7 @@ inline float tan_f32_core(float x) {
   double xd = x;
   double t = xd * kTwoOverPi + kRoundShifter;
   double n = t - kRoundShifter;
-  double r = xd - n * kPio2Hi;
+  double r = reduce_by(xd, n, kPio2Hi);
   r = r - n * kPio2Lo;
   double r2 = r * r;
   // Taylor series: on |r| <= pi/4 the truncation is below 3e-10 relative.
