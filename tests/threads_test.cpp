@@ -135,3 +135,60 @@ TEST(Threads, WorkInFlightWhenItsThreadExits) {
   });
   for (int t = 0; t < 4; ++t) EXPECT_EQ(results[t].item<float>(), float((t + 50) << 14));
 }
+
+namespace {
+
+// Small integers: every product and partial sum is exact in float32, so any
+// panel written twice, skipped or read before its writer finished shows up
+// as a wrong element, not as rounding.
+array small_int_matrix(int rows, int cols, int seed) {
+  std::vector<float> v(size_t(rows) * cols);
+  for (int i = 0; i < rows; ++i)
+    for (int k = 0; k < cols; ++k) v[size_t(i) * cols + k] = float((i * 7 + k * 3 + seed) % 11 - 5);
+  return array(v, {rows, cols});
+}
+
+// c == a @ b, or a @ b^T when `b_is_transposed` (b stored N x K).
+void expect_product(const array& c, const array& a, const array& b, bool b_is_transposed) {
+  int M = a.shape(0), K = a.shape(1), N = b_is_transposed ? b.shape(0) : b.shape(1);
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* pc = c.data<float>();
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float want = 0;
+      for (int k = 0; k < K; ++k)
+        want += pa[size_t(i) * K + k] *
+                (b_is_transposed ? pb[size_t(j) * K + k] : pb[size_t(k) * N + j]);
+      ASSERT_EQ(pc[size_t(i) * N + j], want)
+          << M << "x" << K << "x" << N << " at (" << i << ", " << j << ")";
+    }
+}
+
+} // namespace
+
+TEST(Threads, ConcurrentMatmulsSplitOverThePool) {
+  // Products from several threads at once, each large enough that cpu::gemm
+  // cuts it into panels over the one intra-op pool: by rows (tall), by
+  // columns (wide and thin), as GEMV (one row), and with a transposed
+  // operand. The TSan build runs this; each thread uses its own stream so
+  // the panels of different products interleave on the pool.
+  struct Case {
+    int M, K, N;
+    bool transpose_b;
+  };
+  const std::vector<Case> cases = {
+      {384, 96, 200, false}, {8, 300, 512, false}, {1, 512, 384, false}, {256, 128, 160, true}};
+  for (int round = 0; round < 3; ++round) {
+    run_threads(4, [&](int t) {
+      const Case& c = cases[t % cases.size()];
+      Stream s = new_stream(Device::cpu);
+      array a = small_int_matrix(c.M, c.K, t + round);
+      array b = c.transpose_b ? small_int_matrix(c.N, c.K, 2 * t + 1)
+                              : small_int_matrix(c.K, c.N, 2 * t + 1);
+      array prod = matmul(a, c.transpose_b ? transpose(b, s) : b, s);
+      eval({prod});
+      expect_product(prod, a, b, c.transpose_b);
+    });
+  }
+}

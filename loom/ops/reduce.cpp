@@ -190,16 +190,6 @@ array any(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 
 // --- composites ---
 
-namespace {
-
-// Integers and bool compute in float32 (as unsigned values they would wrap
-// in a - max(a)).
-array to_inexact(const array& a, StreamOrDevice s) {
-  return is_inexact(a.dtype()) ? a : astype(a, float32, s);
-}
-
-} // namespace
-
 array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
   auto ax = reduction_axes(a, axes, "var");
   array x = to_inexact(a, s);

@@ -13,16 +13,6 @@
 
 namespace loom {
 
-namespace {
-
-// Integers and bool compute in float32 (as unsigned values they would wrap
-// in a - max(a)).
-array to_inexact(const array& a, StreamOrDevice s) {
-  return is_inexact(a.dtype()) ? a : astype(a, float32, s);
-}
-
-} // namespace
-
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   auto ax = reduction_axes(a, axes, "logsumexp");
   if (a.size() == 0) throw std::invalid_argument("[logsumexp] Received empty array.");

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "loom/ops/creation.h"
+
 namespace loom {
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
@@ -66,6 +68,10 @@ std::vector<int> all_axes(int ndim) {
   std::vector<int> axes(ndim);
   std::iota(axes.begin(), axes.end(), 0);
   return axes;
+}
+
+array to_inexact(const array& a, StreamOrDevice s) {
+  return is_inexact(a.dtype()) ? a : astype(a, float32, s);
 }
 
 } // namespace loom

@@ -23,4 +23,9 @@ std::vector<int> reduction_axes(const array& a, const std::vector<int>& axes, co
 // 0, 1, ..., ndim - 1.
 std::vector<int> all_axes(int ndim);
 
+// `a` itself when floating or complex, else `a` cast to float32: integer and
+// bool inputs of var/softmax/logsumexp compute in float32 (as unsigned values
+// they would wrap in a - max(a)).
+array to_inexact(const array& a, StreamOrDevice s);
+
 } // namespace loom
