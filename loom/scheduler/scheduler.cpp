@@ -78,14 +78,18 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   }
   task();
   task = nullptr;
+  bool queued_meanwhile;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     inline_active_ = false;
     // Under the lock: the worker's next signal is queued after this one.
     complete(seq);
+    queued_meanwhile = !queue_.empty();
   }
-  // Work queued by another thread meanwhile waited for this task.
-  cv_.notify_one();
+  // Work queued by another thread meanwhile waited for this task. Waking the
+  // idle worker when nothing is queued cost a futex wake and two context
+  // switches per inline node (a third of the time of small-op loops).
+  if (queued_meanwhile) cv_.notify_one();
   done = Event{timeline_, seq};
   return true;
 }
