@@ -744,6 +744,40 @@ TEST(ElementwiseLayout, Broadcasting) {
   EXPECT_EQ(values<float>(e), (std::vector<float>{1, 1, 1, 1}));
 }
 
+TEST(ElementwiseLayout, TransposedOperandBesideRowMajor) {
+  // A transposed operand beside a row-major one is copied row-major first
+  // (binary.cpp); beside a broadcast column it takes the strided walk. Sizes
+  // on and off the transpose copy's block edges; every element checked.
+  Stream s = cpu_stream();
+  for (auto [rows, cols] :
+       std::vector<std::pair<int, int>>{{32, 32}, {33, 70}, {100, 31}, {257, 129}}) {
+    std::vector<float> a(size_t(rows) * cols), bt(size_t(cols) * rows);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) a[size_t(i) * cols + j] = float(i * 1000 + j);
+    for (int j = 0; j < cols; ++j)
+      for (int i = 0; i < rows; ++i) bt[size_t(j) * rows + i] = float(-(i * 3 + j * 7));
+    array ra(a, {rows, cols});
+    array tb = transposed(array(bt, {cols, rows})); // (rows, cols), element (i, j) = -(3i + 7j)
+    std::vector<float> got = values<float>(make_binary(BinaryOp::Add, ra, tb, s));
+    std::vector<float> got_rev = values<float>(make_binary(BinaryOp::Subtract, tb, ra, s));
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) {
+        float want = float(i * 1000 + j) - float(i * 3 + j * 7);
+        ASSERT_EQ(got[size_t(i) * cols + j], want)
+            << rows << "x" << cols << " at " << i << "," << j;
+        ASSERT_EQ(got_rev[size_t(i) * cols + j], -float(i * 3 + j * 7) - float(i * 1000 + j));
+      }
+    // The transposed operand beside a column broadcast (stride 0 inner).
+    std::vector<float> colv(rows);
+    for (int i = 0; i < rows; ++i) colv[i] = float(i);
+    array col = view(array(colv, {rows}), {rows, cols}, {1, 0});
+    std::vector<float> got_col = values<float>(make_binary(BinaryOp::Multiply, tb, col, s));
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j)
+        ASSERT_EQ(got_col[size_t(i) * cols + j], -float(i * 3 + j * 7) * float(i));
+  }
+}
+
 TEST(ElementwiseLayout, KernelsHandleStridesAndBroadcasts) {
   // Operands built directly as views, as the shape family's transpose,
   // slices and broadcast_to produce them.
