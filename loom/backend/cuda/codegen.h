@@ -46,6 +46,15 @@ std::string row_softmax_source(const std::string& name, Dtype d, bool logsumexp)
 // or minimum of each row, one block per row.
 std::string arg_reduce_source(const std::string& name, Dtype d, bool is_max);
 
+// The sources of the Gather kernel for elements of `size` bytes and of the
+// Scatter kernel (Scatter::ReduceType `type` as an int), indices of dtype `idx`.
+std::string gather_kernel_source(const std::string& name, size_t size, Dtype idx);
+std::string scatter_kernel_source(const std::string& name, Dtype d, int type, Dtype idx);
+
+// The source of the RandomBits kernel (RandomDistribution `dist` as an int;
+// `byte_mode`: bits whose bytes per key are not a multiple of four).
+std::string random_kernel_source(const std::string& name, int dist, Dtype d, bool byte_mode);
+
 // Builds `source` with NVRTC for sm_`arch` (no GPU needed) and returns the
 // cubin; raises a RuntimeError with NVRTC's log when it does not build.
 std::string nvrtc_build(const std::string& source, int arch);
