@@ -162,6 +162,21 @@ TEST(CudaCodegen, RandomBuildsForEveryDistributionAndDtype) {
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
 }
+TEST(CudaCodegen, ScanAndSortBuildForEveryDtype) {
+  for (Dtype d : {bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16,
+                  bfloat16, float32, float64}) {
+    for (int op = 0; op < 4; ++op) {
+      std::string src = cuda::scan_kernel_source("loom_scan_test", d, op);
+      EXPECT_NE(src.find("loom_scan_test_rows"), std::string::npos);
+      EXPECT_NE(src.find("loom_scan_test_cols"), std::string::npos);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+    for (bool indices : {false, true}) {
+      std::string src = cuda::sort_kernel_source("loom_sort_test", d, indices);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+}
 #else
 TEST(CudaCodegen, SkippedWithoutTheCudaBackend) {
   GTEST_SKIP() << "Loom was built without the CUDA backend (LOOM_CUDA=OFF or no toolkit)";

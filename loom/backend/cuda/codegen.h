@@ -55,6 +55,11 @@ std::string scatter_kernel_source(const std::string& name, Dtype d, int type, Dt
 // `byte_mode`: bits whose bytes per key are not a multiple of four).
 std::string random_kernel_source(const std::string& name, int dist, Dtype d, bool byte_mode);
 
+// The sources of the Scan kernels (op 0 sum, 1 prod, 2 max, 3 min; kernels
+// `name`_rows and `name`_cols) and of the Sort/ArgSort row kernel.
+std::string scan_kernel_source(const std::string& name, Dtype d, int op);
+std::string sort_kernel_source(const std::string& name, Dtype d, bool indices);
+
 // Builds `source` with NVRTC for sm_`arch` (no GPU needed) and returns the
 // cubin; raises a RuntimeError with NVRTC's log when it does not build.
 std::string nvrtc_build(const std::string& source, int arch);
