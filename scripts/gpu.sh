@@ -42,11 +42,16 @@ grep -E "FAILED|Error" "$OUT/pytest_cuda.log" | head -30
 
 echo "== timings"
 timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
-# The same overheads with the former mechanisms switched back on, to compare.
-for v in LOOM_CUDA_HOST_FUNC_SIGNALS=1 LOOM_CUDA_STAGING=0 LOOM_CUDA_FREE_LEGACY=1; do
-  echo "variant $v:" | tee -a "$OUT/bench.txt"
-  env $v timeout 60 $PY scripts/gpu_bench.py overheads 2>&1 | tee -a "$OUT/bench.txt"
-done
+echo "kernels (gather/scatter, random, scan, sort; GPU vs CPU):" | tee -a "$OUT/bench.txt"
+timeout 120 $PY scripts/gpu_bench.py kernels 2>&1 | tee -a "$OUT/bench.txt"
+# The same overheads with the former mechanisms switched back on, to compare
+# (LOOM_GPU_SKIP_VARIANTS=1 skips them).
+if [ -z "${LOOM_GPU_SKIP_VARIANTS:-}" ]; then
+  for v in LOOM_CUDA_HOST_FUNC_SIGNALS=1 LOOM_CUDA_STAGING=0 LOOM_CUDA_FREE_LEGACY=1; do
+    echo "variant $v:" | tee -a "$OUT/bench.txt"
+    env $v timeout 60 $PY scripts/gpu_bench.py overheads 2>&1 | tee -a "$OUT/bench.txt"
+  done
+fi
 
 # Side by side with the image's PyTorch and JAX (the same interpreter runs them).
 if [ -n "${LOOM_GPU_PEERS:-}" ]; then
