@@ -177,6 +177,12 @@ TEST(CudaCodegen, ScanAndSortBuildForEveryDtype) {
     }
   }
 }
+TEST(CudaCodegen, StridedCopyBuildsForEveryElementSize) {
+  for (size_t size : {1, 2, 4, 8}) {
+    std::string src = cuda::strided_copy_kernel_source("loom_copy_test", size);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
 #else
 TEST(CudaCodegen, SkippedWithoutTheCudaBackend) {
   GTEST_SKIP() << "Loom was built without the CUDA backend (LOOM_CUDA=OFF or no toolkit)";

@@ -226,7 +226,7 @@ def test_random_normal_matches_cpu(dtype):
     assert np.mean(g == c) > 0.95
 
 
-def test_gather_scatter_and_random_do_not_fall_back():
+def test_gather_scatter_random_scan_sort_and_slice_update_do_not_fall_back():
     code = (
         "from _backend import mx\n"
         "s = mx.gpu\n"
@@ -238,7 +238,11 @@ def test_gather_scatter_and_random_do_not_fall_back():
         "        mx.random.normal(shape=(4,), key=k, stream=s),\n"
         "        mx.random.bits((5,), key=k, stream=s)]\n"
         "with mx.stream(s):\n"
-        "    outs += [a.at[i].add(1.0), a.at[i].maximum(3.0), a[i, i]]\n"
+        "    outs += [a.at[i].add(1.0), a.at[i].maximum(3.0), a[i, i], mx.cumsum(a, axis=0),\n"
+        "             mx.cummax(a, axis=1), mx.sort(a, axis=0), mx.argsort(a, axis=1)]\n"
+        "    b = mx.exp(a)\n"
+        "    b[2:5, ::2] = 1.0\n"
+        "    outs.append(b)\n"
         "mx.eval(outs)\n"
         "print('ok')\n"
     )
@@ -248,5 +252,41 @@ def test_gather_scatter_and_random_do_not_fall_back():
                        cwd=os.path.dirname(__file__), timeout=120)
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
-    for name in ("Gather", "Scatter", "Random"):
+    for name in ("Gather", "Scatter", "Random", "Cum", "Sort", "ArgSort", "SliceUpdate"):
         assert f"warning: {name}" not in r.stderr, r.stderr
+
+
+def _set_slice(base, key, v, s):
+    with mx.stream(s):
+        out = mx.array(base)
+        out[key] = v
+        return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "int64", "bool_", "complex64"])
+def test_slice_update_on_gpu_matches_cpu(dtype):
+    base = sample((6, 7, 8), dtype, seed=5)
+    keys = [(slice(1, 4), slice(None), slice(2, 8, 3)), (slice(None, None, -2), 3),
+            (Ellipsis, slice(0, 1)), (2, slice(6, 0, -1), slice(None))]
+    for key in keys:
+        region = np.zeros((6, 7, 8))[key].shape
+        v = sample(region, dtype, seed=6)
+        g, c = on_both(lambda s: _set_slice(base, key, v, s))
+        np.testing.assert_array_equal(g, c)
+        # A broadcast update and a transposed (strided) base.
+        g, c = on_both(lambda s: _set_slice(mx.transpose(base, (0, 2, 1)).swapaxes(1, 2), key,
+                                            sample((), dtype, seed=7), s))
+        np.testing.assert_array_equal(g, c)
+
+
+def test_kv_cache_style_updates_in_place_on_gpu():
+    cache = mx.zeros((2, 4, 64, 16), stream=mx.gpu)
+    mx.eval(cache)
+    ref = np.zeros((2, 4, 64, 16), np.float32)
+    for t in range(10):
+        step = mx.full((2, 4, 1, 16), float(t + 1), stream=mx.gpu)
+        with mx.stream(mx.gpu):
+            cache[:, :, t:t + 1, :] = step
+        mx.eval(cache)
+        ref[:, :, t:t + 1, :] = t + 1
+    np.testing.assert_array_equal(np.array(cache), ref)

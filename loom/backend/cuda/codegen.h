@@ -60,6 +60,9 @@ std::string random_kernel_source(const std::string& name, int dist, Dtype d, boo
 std::string scan_kernel_source(const std::string& name, Dtype d, int op);
 std::string sort_kernel_source(const std::string& name, Dtype d, bool indices);
 
+// The source of the strided copy kernel (SliceUpdate, Scatter's input).
+std::string strided_copy_kernel_source(const std::string& name, size_t size);
+
 // Builds `source` with NVRTC for sm_`arch` (no GPU needed) and returns the
 // cubin; raises a RuntimeError with NVRTC's log when it does not build.
 std::string nvrtc_build(const std::string& source, int arch);

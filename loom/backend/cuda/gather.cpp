@@ -216,24 +216,6 @@ std::string scatter_source(const std::string& name, Dtype d, Scatter::ReduceType
   return src;
 }
 
-// A strided copy into a row-major buffer (the input of a scatter that is a
-// broadcast or a view).
-std::string strided_copy_source(const std::string& name, size_t size) {
-  std::string t = sized_type(size);
-  return "struct loom_copy_layout { int ndim; long long shape[8], strides[8]; };\n"
-         "extern \"C\" __global__ void " +
-         name + "(const " + t + "* __restrict__ in, " + t +
-         "* __restrict__ out, long long n, loom_copy_layout l) {\n"
-         "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
-         "       i += (long long)gridDim.x * blockDim.x) {\n"
-         "    long long r = i, off = 0;\n"
-         "    for (int d = l.ndim - 1; d >= 0; --d) {\n"
-         "      long long q = r / l.shape[d];\n"
-         "      off += (r - q * l.shape[d]) * l.strides[d];\n"
-         "      r = q;\n    }\n"
-         "    out[i] = in[off];\n  }\n}\n";
-}
-
 // Raises the CPU's error for the first out-of-range index, reading the
 // indices' host copies (which wait for the kernels that wrote them).
 void raise_out_of_range(const std::string& op, const Shape& shape, const std::vector<int>& axes,
@@ -386,31 +368,6 @@ bool gather_kernel(Primitive& prim, const std::vector<array>& inputs, std::vecto
 
 bool row_dense(const array& a) { return a.flags().row_contiguous && a.data_size() == a.size(); }
 
-// Copies `a` into the fresh row-major device buffer `dst`.
-void copy_into(const array& a, void* dst, cudaStream_t s) {
-  const size_t bytes = a.nbytes();
-  const void* src = device_data(a, s);
-  if (row_dense(a)) {
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-    return;
-  }
-  if (a.ndim() > kMaxDims) throw std::runtime_error("[scatter] Too many dimensions for the GPU.");
-  struct {
-    int ndim;
-    long long shape[kMaxDims], strides[kMaxDims];
-  } layout{};
-  layout.ndim = a.ndim();
-  for (int d = 0; d < a.ndim(); ++d) {
-    layout.shape[d] = a.shape(d);
-    layout.strides[d] = a.strides(d);
-  }
-  std::string name = "loom_strided_copy_" + std::to_string(a.itemsize());
-  cudaKernel_t k = jit_kernel(name, [&] { return strided_copy_source(name, a.itemsize()); });
-  long long n = static_cast<long long>(a.size());
-  void* args[] = {&src, &dst, &n, &layout};
-  launch_elementwise(k, a.size(), args, s);
-}
-
 bool scatter_kernel(Primitive& prim, const std::vector<array>& inputs, std::vector<array>& outputs,
                     cudaStream_t s) {
   using R = Scatter::ReduceType;
@@ -453,7 +410,7 @@ bool scatter_kernel(Primitive& prim, const std::vector<array>& inputs, std::vect
     out.copy_shared_buffer(a);
   } else {
     dst = alloc_output(out);
-    if (a.size() > 0) copy_into(a, dst, s);
+    if (a.size() > 0) copy_to_row_major(a, dst, s);
   }
   if (!work) return true;
   const void* u = device_data(upd, s);
