@@ -47,9 +47,14 @@ if [ -z "${LOOM_GPU_SKIP_CUDA_TESTS:-}" ]; then
 fi
 
 echo "== timings"
-timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
-echo "kernels (gather/scatter, random, scan, sort; GPU vs CPU):" | tee -a "$OUT/bench.txt"
-timeout 120 $PY scripts/gpu_bench.py kernels 2>&1 | tee -a "$OUT/bench.txt"
+# LOOM_GPU_BENCH_ONLY=kernels|overheads runs one section alone (a shorter call).
+if [ -z "${LOOM_GPU_BENCH_ONLY:-}" ]; then
+  timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
+fi
+for section in ${LOOM_GPU_BENCH_ONLY:-kernels}; do
+  echo "$section:" | tee -a "$OUT/bench.txt"
+  timeout 120 $PY scripts/gpu_bench.py "$section" 2>&1 | tee -a "$OUT/bench.txt"
+done
 # The same overheads with the former mechanisms switched back on, to compare
 # (LOOM_GPU_SKIP_VARIANTS=1 skips them).
 if [ -z "${LOOM_GPU_SKIP_VARIANTS:-}" ]; then
