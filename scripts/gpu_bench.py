@@ -91,6 +91,28 @@ def kernels():
         print(f"{name}: gpu {g:.3f} ms, cpu {c:.2f} ms ({c / g:.0f}x)")
 
 
+def fast():
+    """mx.fast on the GPU (composites on the eager kernels) next to the CPU."""
+    rng = np.random.default_rng(2)
+    x = mx.array(rng.standard_normal((8, 1024, 4096)).astype(np.float32))
+    w = mx.array(rng.standard_normal((4096,)).astype(np.float32))
+    q = mx.array(rng.standard_normal((4, 16, 1024, 128)).astype(np.float32))
+    mx.eval(x, w, q)
+    cases = [
+        ("rms_norm (8,1024,4096) f32", lambda s: mx.fast.rms_norm(x, w, 1e-5, stream=s)),
+        ("layer_norm (8,1024,4096) f32", lambda s: mx.fast.layer_norm(x, w, w, 1e-5, stream=s)),
+        ("rope (4,16,1024,128) f32", lambda s: mx.fast.rope(q, 128, traditional=False,
+                                                            base=10000.0, scale=1.0, offset=0,
+                                                            stream=s)),
+        ("sdpa causal (4,16,1024,128) f32", lambda s: mx.fast.scaled_dot_product_attention(
+            q, q, q, scale=128 ** -0.5, mask="causal", stream=s)),
+    ]
+    for name, f in cases:
+        g = bench(lambda: mx.eval(f(mx.gpu)), repeat=10, warmup=2)
+        c = bench(lambda: mx.eval(f(mx.cpu)), repeat=2, warmup=1)
+        print(f"{name}: gpu {g:.3f} ms, cpu {c:.2f} ms ({c / g:.0f}x)")
+
+
 def _at_add(a, idx, v, s):
     with mx.stream(s):
         return a.at[idx].add(v)
@@ -102,6 +124,9 @@ def main():
         return
     if len(sys.argv) > 1 and sys.argv[1] == "kernels":
         kernels()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "fast":
+        fast()
         return
     print("default device:", mx.default_device(), mx.device_info(mx.gpu))
     g = mx.gpu
