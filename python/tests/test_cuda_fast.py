@@ -1,11 +1,7 @@
-"""mx.fast on the GPU: each fast primitive runs as its composite on the eager
-GPU kernels (backend/cuda/fast.cpp) instead of the CPU fallback. Results
-against the CPU's fused kernels; gradients; no fallback warning. GPU tests
-skip where no GPU is present."""
-
-import os
-import subprocess
-import sys
+"""mx.fast on GPU streams against the CPU's fused kernels, values and
+gradients. The fast primitives have no GPU kernel yet: they take the CPU
+fallback (a composite run on the GPU was tried and withdrawn, docs/cuda.md).
+GPU tests skip where no GPU is present."""
 
 import numpy as np
 import pytest
@@ -69,25 +65,3 @@ def test_fast_gradients_on_gpu_match_cpu():
             return (y * y).sum()
 
     both(lambda s: mx.grad(lambda x, w: loss(x, w, s), argnums=(0, 1))(x, w), 1e-4, 1e-4)
-
-
-def test_fast_ops_do_not_fall_back():
-    code = (
-        "from _backend import mx\n"
-        "s = mx.gpu\n"
-        "x = mx.ones((2, 4, 8, 32), stream=s)\n"
-        "w = mx.ones((32,), stream=s)\n"
-        "outs = [mx.fast.rms_norm(x, w, 1e-5, stream=s), mx.fast.layer_norm(x, w, w, 1e-5, stream=s),\n"
-        "        mx.fast.rope(x, 32, traditional=False, base=10000.0, scale=1.0, offset=1, stream=s),\n"
-        "        mx.fast.scaled_dot_product_attention(x, x, x, scale=0.5, stream=s)]\n"
-        "mx.eval(outs)\n"
-        "print('ok')\n"
-    )
-    env = dict(os.environ)
-    env.pop("LOOM_CUDA_FALLBACK_WARN", None)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       cwd=os.path.dirname(__file__), timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "ok" in r.stdout
-    for name in ("RMSNorm", "LayerNorm", "RoPE", "ScaledDotProductAttention"):
-        assert f"warning: {name}" not in r.stderr, r.stderr
