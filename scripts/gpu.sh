@@ -18,10 +18,12 @@ JOBS=$(nproc)
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -1;
   $PY --version; } 2>&1 | tee "$OUT/env.txt"
 
+# LOOM_GPU_SKIP_CTEST=1 also skips building the C++ tests (a shorter call).
+BUILD_TESTS=ON; [ -n "${LOOM_GPU_SKIP_CTEST:-}" ] && BUILD_TESTS=OFF
 echo "== build (LOOM_CUDA=ON)"
 start=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS $PY -m pip install -q --no-index --no-build-isolation --no-deps \
-  --target "$SITE" --upgrade -Cbuild-dir=build/gpu -Ccmake.define.LOOM_BUILD_TESTS=ON \
+  --target "$SITE" --upgrade -Cbuild-dir=build/gpu -Ccmake.define.LOOM_BUILD_TESTS=$BUILD_TESTS \
   -Ccmake.define.LOOM_CUDA=ON -Ccmake.define.LOOM_NATIVE=OFF . >"$OUT/build.log" 2>&1
 rc=$?
 echo "build rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
@@ -34,19 +36,33 @@ if [ -z "${LOOM_GPU_SKIP_CTEST:-}" ]; then
   echo "ctest rc=$? $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")" | tee -a "$OUT/summary.txt"
 fi
 
-echo "== GPU tests (python/tests/test_cuda*.py)"
-(cd python/tests && timeout 150 $PY -m pytest -q -rs -p no:cacheprovider test_cuda*.py) \
-  >"$OUT/pytest_cuda.log" 2>&1
-echo "pytest cuda rc=$? $(tail -1 "$OUT/pytest_cuda.log")" | tee -a "$OUT/summary.txt"
-grep -E "FAILED|Error" "$OUT/pytest_cuda.log" | head -30
+# The whole-suite run below includes these files too (LOOM_GPU_SKIP_CUDA_TESTS=1
+# leaves them to it).
+if [ -z "${LOOM_GPU_SKIP_CUDA_TESTS:-}" ]; then
+  echo "== GPU tests (python/tests/test_cuda*.py)"
+  (cd python/tests && timeout 240 $PY -m pytest -q -rs -p no:cacheprovider test_cuda*.py) \
+    >"$OUT/pytest_cuda.log" 2>&1
+  echo "pytest cuda rc=$? $(tail -1 "$OUT/pytest_cuda.log")" | tee -a "$OUT/summary.txt"
+  grep -E "FAILED|Error" "$OUT/pytest_cuda.log" | head -30
+fi
 
 echo "== timings"
-timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
-# The same overheads with the former mechanisms switched back on, to compare.
-for v in LOOM_CUDA_HOST_FUNC_SIGNALS=1 LOOM_CUDA_STAGING=0 LOOM_CUDA_FREE_LEGACY=1; do
-  echo "variant $v:" | tee -a "$OUT/bench.txt"
-  env $v timeout 60 $PY scripts/gpu_bench.py overheads 2>&1 | tee -a "$OUT/bench.txt"
+# LOOM_GPU_BENCH_ONLY=kernels|overheads runs one section alone (a shorter call).
+if [ -z "${LOOM_GPU_BENCH_ONLY:-}" ]; then
+  timeout 120 $PY scripts/gpu_bench.py 2>&1 | tee "$OUT/bench.txt"
+fi
+for section in ${LOOM_GPU_BENCH_ONLY:-kernels}; do
+  echo "$section:" | tee -a "$OUT/bench.txt"
+  timeout 120 $PY scripts/gpu_bench.py "$section" 2>&1 | tee -a "$OUT/bench.txt"
 done
+# The same overheads with the former mechanisms switched back on, to compare
+# (LOOM_GPU_SKIP_VARIANTS=1 skips them).
+if [ -z "${LOOM_GPU_SKIP_VARIANTS:-}" ]; then
+  for v in LOOM_CUDA_HOST_FUNC_SIGNALS=1 LOOM_CUDA_STAGING=0 LOOM_CUDA_FREE_LEGACY=1; do
+    echo "variant $v:" | tee -a "$OUT/bench.txt"
+    env $v timeout 60 $PY scripts/gpu_bench.py overheads 2>&1 | tee -a "$OUT/bench.txt"
+  done
+fi
 
 # Side by side with the image's PyTorch and JAX (the same interpreter runs them).
 if [ -n "${LOOM_GPU_PEERS:-}" ]; then

@@ -61,9 +61,72 @@ def overheads():
           f"eval each {bench(lambda: cpu_chain(True), repeat=3):.2f} us/op")
 
 
+def kernels():
+    """Gather/scatter, random, scan and sort: GPU next to the CPU."""
+    rng = np.random.default_rng(1)
+    table = mx.array(rng.standard_normal((50000, 1024)).astype(np.float32))
+    tokens = mx.array(rng.integers(0, 50000, size=(8, 1024)).astype(np.int32))
+    upd = mx.array(rng.standard_normal((8192, 1024)).astype(np.float32))
+    flat = mx.reshape(tokens, (-1,))
+    x = mx.array(rng.standard_normal((64, 1 << 16)).astype(np.float32))
+    rows = mx.array(rng.standard_normal((4096, 1024)).astype(np.float32))
+    key = mx.random.key(0)
+    mx.eval(table, tokens, upd, flat, x, rows)
+    cases = [
+        ("embedding take (8,1024) of 50000x1024 f32", lambda s: mx.take(table, tokens, axis=0,
+                                                                        stream=s)),
+        ("scatter-add 8192 rows into 50000x1024 f32", lambda s: _at_add(table, flat, upd, s)),
+        ("random.uniform 2^26 f32", lambda s: mx.random.uniform(shape=(1 << 26,), key=key,
+                                                                stream=s)),
+        ("random.normal 2^26 f32", lambda s: mx.random.normal(shape=(1 << 26,), key=key,
+                                                              stream=s)),
+        ("cumsum (64, 65536) f32 last axis", lambda s: mx.cumsum(x, axis=1, stream=s)),
+        ("cumsum (64, 65536) f32 axis 0", lambda s: mx.cumsum(x, axis=0, stream=s)),
+        ("sort (4096, 1024) f32 rows", lambda s: mx.sort(rows, axis=1, stream=s)),
+        ("argsort (4096, 1024) f32 rows", lambda s: mx.argsort(rows, axis=1, stream=s)),
+    ]
+    for name, f in cases:
+        g = bench(lambda: mx.eval(f(mx.gpu)), repeat=10, warmup=2)
+        c = bench(lambda: mx.eval(f(mx.cpu)), repeat=3, warmup=1)
+        print(f"{name}: gpu {g:.3f} ms, cpu {c:.2f} ms ({c / g:.0f}x)")
+
+
+def fast():
+    """mx.fast on the GPU (composites on the eager kernels) next to the CPU."""
+    rng = np.random.default_rng(2)
+    x = mx.array(rng.standard_normal((8, 1024, 4096)).astype(np.float32))
+    w = mx.array(rng.standard_normal((4096,)).astype(np.float32))
+    q = mx.array(rng.standard_normal((4, 16, 1024, 128)).astype(np.float32))
+    mx.eval(x, w, q)
+    cases = [
+        ("rms_norm (8,1024,4096) f32", lambda s: mx.fast.rms_norm(x, w, 1e-5, stream=s)),
+        ("layer_norm (8,1024,4096) f32", lambda s: mx.fast.layer_norm(x, w, w, 1e-5, stream=s)),
+        ("rope (4,16,1024,128) f32", lambda s: mx.fast.rope(q, 128, traditional=False,
+                                                            base=10000.0, scale=1.0, offset=0,
+                                                            stream=s)),
+        ("sdpa causal (4,16,1024,128) f32", lambda s: mx.fast.scaled_dot_product_attention(
+            q, q, q, scale=128 ** -0.5, mask="causal", stream=s)),
+    ]
+    for name, f in cases:
+        g = bench(lambda: mx.eval(f(mx.gpu)), repeat=10, warmup=2)
+        c = bench(lambda: mx.eval(f(mx.cpu)), repeat=2, warmup=1)
+        print(f"{name}: gpu {g:.3f} ms, cpu {c:.2f} ms ({c / g:.0f}x)")
+
+
+def _at_add(a, idx, v, s):
+    with mx.stream(s):
+        return a.at[idx].add(v)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "overheads":
         overheads()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "kernels":
+        kernels()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "fast":
+        fast()
         return
     print("default device:", mx.default_device(), mx.device_info(mx.gpu))
     g = mx.gpu

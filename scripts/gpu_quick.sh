@@ -27,5 +27,5 @@ gb.overheads()
 PY
 LOOM_CUDA_FREE_LEGACY=1 timeout 40 $PY scripts/gpu_bench.py overheads 2>&1 | sed 's/^/legacy frees: /' | tee -a "$OUT/quick_bench.txt"
 (cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout 90 $PY -m pytest -q -p no:cacheprovider \
-  -n 8 test_cuda_compile.py test_cuda_kernels.py test_cuda.py test_devices_memory.py test_seed_examples.py \
-  test_interop.py test_compile.py test_hardening.py 2>&1 | tail -25) | tee "$OUT/quick_tests.txt"
+  -n 8 test_cuda*.py test_devices_memory.py test_seed_examples.py test_interop.py test_compile.py \
+  test_hardening.py test_mlxfn.py test_vecmath.py test_random.py 2>&1 | tail -25) | tee "$OUT/quick_tests.txt"

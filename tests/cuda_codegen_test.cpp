@@ -125,6 +125,64 @@ TEST(CudaCodegen, ArgReduceRowsBuild) {
     }
   }
 }
+TEST(CudaCodegen, GatherBuildsForEveryElementSizeAndIndexType) {
+  for (size_t size : {1, 2, 4, 8}) {
+    for (Dtype idx : {int32, int64, uint8, uint32}) {
+      std::string src = cuda::gather_kernel_source("loom_gather_test", size, idx);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+}
+TEST(CudaCodegen, ScatterBuildsForEveryDtypeAndAccumulation) {
+  // 0 none, 1 sum, 2 prod, 3 max, 4 min (Scatter::ReduceType's order).
+  for (Dtype d : {bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16,
+                  bfloat16, float32, float64}) {
+    for (int type = 0; type <= 4; ++type) {
+      std::string src = cuda::scatter_kernel_source("loom_scatter_test", d, type, int32);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+  for (int type : {0, 1}) {
+    std::string src = cuda::scatter_kernel_source("loom_scatter_test", complex64, type, int64);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
+TEST(CudaCodegen, RandomBuildsForEveryDistributionAndDtype) {
+  // 0 bits, 1 uniform, 2 normal (RandomDistribution's order).
+  for (bool byte_mode : {false, true}) {
+    std::string src = cuda::random_kernel_source("loom_random_test", 0, uint8, byte_mode);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+  for (Dtype d : {float16, bfloat16, float32, float64}) {
+    std::string src = cuda::random_kernel_source("loom_random_test", 1, d, false);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+  for (Dtype d : {float16, bfloat16, float32, complex64}) {
+    std::string src = cuda::random_kernel_source("loom_random_test", 2, d, false);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
+TEST(CudaCodegen, ScanAndSortBuildForEveryDtype) {
+  for (Dtype d : {bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16,
+                  bfloat16, float32, float64}) {
+    for (int op = 0; op < 4; ++op) {
+      std::string src = cuda::scan_kernel_source("loom_scan_test", d, op);
+      EXPECT_NE(src.find("loom_scan_test_rows"), std::string::npos);
+      EXPECT_NE(src.find("loom_scan_test_cols"), std::string::npos);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+    for (bool indices : {false, true}) {
+      std::string src = cuda::sort_kernel_source("loom_sort_test", d, indices);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+  }
+}
+TEST(CudaCodegen, StridedCopyBuildsForEveryElementSize) {
+  for (size_t size : {1, 2, 4, 8}) {
+    std::string src = cuda::strided_copy_kernel_source("loom_copy_test", size);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
 #else
 TEST(CudaCodegen, SkippedWithoutTheCudaBackend) {
   GTEST_SKIP() << "Loom was built without the CUDA backend (LOOM_CUDA=OFF or no toolkit)";

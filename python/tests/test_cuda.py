@@ -8,6 +8,10 @@ machine and CI); scripts/gpu.sh runs them on the device machine.
 """
 
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -184,7 +188,42 @@ def test_random_bits_identical_on_cpu_and_gpu():
     for f in (lambda s: mx.random.uniform(shape=(1000,), key=key, stream=s),
               lambda s: mx.random.normal(shape=(33, 7), key=key, stream=s),
               lambda s: mx.random.bits(shape=(100,), key=key, stream=s)):
+        # Normals: the GPU's logarithm may differ from glibc's logf by an ulp
+        # (test_cuda_gather_random.py); bits and uniforms are identical.
+        np.testing.assert_allclose(np.array(f(mx.gpu)), np.array(f(mx.cpu)), rtol=2e-6, atol=2e-6)
+    for f in (lambda s: mx.random.uniform(shape=(1000,), key=key, stream=s),
+              lambda s: mx.random.bits(shape=(100,), key=key, stream=s)):
         np.testing.assert_array_equal(np.array(f(mx.gpu)), np.array(f(mx.cpu)))
+
+
+@needs_gpu
+def test_interpreter_exit_with_daemon_threads_on_the_gpu():
+    # Daemon threads still launching kernels and allocating device memory
+    # while the interpreter exits: the process must end cleanly.
+    code = textwrap.dedent("""
+        import threading, time
+        from _backend import mx
+        started = threading.Barrier(4)
+        def work(seed):
+            a = mx.random.normal((384, 384), key=mx.random.key(seed), stream=mx.gpu)
+            started.wait()
+            while True:
+                with mx.stream(mx.gpu):
+                    mx.eval(a @ a, mx.exp(a).sum(), mx.take(a, mx.array([1, 2]), axis=0))
+        for i in range(3):
+            threading.Thread(target=work, args=(i,), daemon=True).start()
+        started.wait()
+        time.sleep(0.3)
+        print("bye")
+    """)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__)) + os.pathsep + env.get(
+        "PYTHONPATH", "")
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60, env=env)
+        assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+        assert r.stdout.strip() == "bye"
 
 
 @needs_gpu

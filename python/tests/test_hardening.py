@@ -273,6 +273,7 @@ def test_fork_right_after_a_matmul():
     code = """
         import os, time
         from _backend import mx
+        mx.set_default_device(mx.cpu)  # OpenBLAS's fork handling; a GPU child cannot use CUDA
         a = mx.random.normal((384, 384), key=mx.random.key(0))
         v = mx.random.normal((384,), key=mx.random.key(1))
         expected = (a @ a).sum().item()
@@ -307,6 +308,7 @@ def test_interpreter_exit_with_daemon_threads_doing_matmuls():
     code = """
         import threading, time
         from _backend import mx
+        mx.set_default_device(mx.cpu)  # OpenBLAS at exit (the GPU has its own test)
         started = threading.Barrier(4)
         def work(seed):
             a = mx.random.normal((384, 384), key=mx.random.key(seed))

@@ -142,4 +142,7 @@ def test_normal_moments():
 def test_random_with_stream():
     a = mx.random.normal((2, 2), key=mx.random.key(0), stream=mx.cpu)
     b = mx.random.normal((2, 2), key=mx.random.key(0))
-    assert a.tolist() == b.tolist()
+    if mx.default_device().type == mx.cpu:
+        assert a.tolist() == b.tolist()
+    else:  # the GPU's logarithm may be an ulp off glibc's logf (docs/cuda.md)
+        np.testing.assert_allclose(np.array(b), np.array(a), rtol=2e-6, atol=2e-6)

@@ -234,8 +234,9 @@ class DevicePool final : public allocator::Allocator {
 
 // Leaked on purpose, as the host pool: arrays freed during exit still find it.
 allocator::Allocator& device_pool(int index) {
-  static std::mutex m;
-  static std::vector<DevicePool*> pools;
+  // Never destroyed: daemon threads may still allocate while the process exits.
+  static std::mutex& m = *new std::mutex;
+  static std::vector<DevicePool*>& pools = *new std::vector<DevicePool*>;
   std::lock_guard<std::mutex> lock(m);
   if (static_cast<int>(pools.size()) <= index) pools.resize(index + 1, nullptr);
   if (pools[index] == nullptr) pools[index] = new DevicePool(index);

@@ -30,7 +30,8 @@ void check(cudaError_t e, const char* what) {
 namespace {
 
 std::unordered_map<std::type_index, Kernel>& kernel_table() {
-  static std::unordered_map<std::type_index, Kernel> table;
+  // Never destroyed: GPU workers may still look kernels up while the process exits.
+  static auto& table = *new std::unordered_map<std::type_index, Kernel>;
   return table;
 }
 
@@ -377,8 +378,8 @@ void eval_primitive(Primitive& p, const std::vector<array>& inputs, std::vector<
 }
 
 int multiprocessor_count(int index) {
-  static std::mutex m;
-  static std::unordered_map<int, int> cache;
+  static std::mutex& m = *new std::mutex;
+  static std::unordered_map<int, int>& cache = *new std::unordered_map<int, int>;
   std::lock_guard<std::mutex> lock(m);
   auto it = cache.find(index);
   if (it != cache.end()) return it->second;
@@ -394,8 +395,8 @@ int current_device() {
 }
 
 int compute_capability(int index) {
-  static std::mutex m;
-  static std::unordered_map<int, int> cache;
+  static std::mutex& m = *new std::mutex;
+  static std::unordered_map<int, int>& cache = *new std::unordered_map<int, int>;
   std::lock_guard<std::mutex> lock(m);
   auto it = cache.find(index);
   if (it != cache.end()) return it->second;

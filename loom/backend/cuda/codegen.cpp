@@ -81,6 +81,9 @@ std::string device_expr(const ew::OpInfo& info, Dtype compute_dtype,
     return {};
   }
   std::string e = info.code;
+  // The table's 1 / (1 + exp(-x)) flushes to 0 below x = -88 where the
+  // result is still a subnormal float; exp(x) / (1 + exp(x)) keeps it.
+  if (name == "Sigmoid") e = "({0} < 0 ? exp({0}) / (1 + exp({0})) : 1 / (1 + exp(-{0})))";
   if (e.find("std::") != std::string::npos || e.find("loom::") != std::string::npos) return {};
   e = replace_all(e, "isnan(", "loom_isnan(");
   e = replace_all(e, "isinf(", "loom_isinf(");

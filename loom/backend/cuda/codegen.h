@@ -46,6 +46,23 @@ std::string row_softmax_source(const std::string& name, Dtype d, bool logsumexp)
 // or minimum of each row, one block per row.
 std::string arg_reduce_source(const std::string& name, Dtype d, bool is_max);
 
+// The sources of the Gather kernel for elements of `size` bytes and of the
+// Scatter kernel (Scatter::ReduceType `type` as an int), indices of dtype `idx`.
+std::string gather_kernel_source(const std::string& name, size_t size, Dtype idx);
+std::string scatter_kernel_source(const std::string& name, Dtype d, int type, Dtype idx);
+
+// The source of the RandomBits kernel (RandomDistribution `dist` as an int;
+// `byte_mode`: bits whose bytes per key are not a multiple of four).
+std::string random_kernel_source(const std::string& name, int dist, Dtype d, bool byte_mode);
+
+// The sources of the Scan kernels (op 0 sum, 1 prod, 2 max, 3 min; kernels
+// `name`_rows and `name`_cols) and of the Sort/ArgSort row kernel.
+std::string scan_kernel_source(const std::string& name, Dtype d, int op);
+std::string sort_kernel_source(const std::string& name, Dtype d, bool indices);
+
+// The source of the strided copy kernel (SliceUpdate, Scatter's input).
+std::string strided_copy_kernel_source(const std::string& name, size_t size);
+
 // Builds `source` with NVRTC for sm_`arch` (no GPU needed) and returns the
 // cubin; raises a RuntimeError with NVRTC's log when it does not build.
 std::string nvrtc_build(const std::string& source, int arch);

@@ -52,6 +52,13 @@ const void* device_data(const array& a, cudaStream_t stream);
 // Gives `out` a fresh row-major device buffer; returns its pointer.
 void* alloc_output(array& out);
 
+// Copies `src` (any layout) element by element to `dst` + the element
+// offsets `dst_strides` give, on the device; `copy_to_row_major` writes a
+// fresh row-major buffer (one memcpy when `src` is dense).
+void copy_strided(const array& src, void* dst, const std::vector<int64_t>& dst_strides,
+                  cudaStream_t s);
+void copy_to_row_major(const array& src, void* dst, cudaStream_t s);
+
 // Runs `p` on the GPU as the scheduler would: its GPU kernel, or the CPU
 // fallback. For kernels that run other primitives (a fused region op by op).
 void eval_primitive(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs);

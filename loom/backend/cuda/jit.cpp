@@ -147,8 +147,9 @@ std::string nvrtc_build(const std::string& source, int arch) { return build_cubi
 
 cudaKernel_t jit_kernel(const std::string& kernel_name,
                         const std::function<std::string()>& make_source) {
-  static std::mutex m;
-  static std::unordered_map<std::string, cudaKernel_t> kernels;
+  // Never destroyed: GPU workers may still build or look up kernels at exit.
+  static std::mutex& m = *new std::mutex;
+  static auto& kernels = *new std::unordered_map<std::string, cudaKernel_t>;
   int dev = 0;
   cudaGetDevice(&dev);
   std::string key = std::to_string(dev) + "|" + kernel_name;
