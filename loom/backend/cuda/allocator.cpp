@@ -83,9 +83,27 @@ class DevicePool final : public allocator::Allocator {
   void free(allocator::Buffer b) override {
     if (b.ptr == nullptr) return;
     cudaStream_t s = sole_stream();
-    cudaFreeAsync(b.ptr, s != nullptr ? s : cudaStreamLegacy);
-    std::lock_guard<std::mutex> lock(mutex_);
-    active_ -= b.size;
+    if (s == nullptr) s = cudaStreamLegacy;
+    cudaFreeAsync(b.ptr, s);
+    size_t active, limit;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      active_ -= b.size;
+      active = active_;
+      limit = cache_limit_;
+    }
+    // Under a cache limit the user set, give back what the pool keeps above
+    // it now: the release threshold alone acts only at a later
+    // synchronisation, so get_cache_memory() read over the limit (the pool
+    // grows in 32 MiB chunks) until some other call synchronised.
+    if (limit < total_) {
+      uint64_t reserved = 0;
+      cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
+      if (reserved > active + limit) {
+        cudaStreamSynchronize(s);
+        cudaMemPoolTrimTo(pool_, active + limit);
+      }
+    }
   }
 
   allocator::MemoryStats stats() const override {
