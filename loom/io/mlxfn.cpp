@@ -155,6 +155,14 @@ class MlxIn {
 
 MlxState read_state(MlxIn& in, const std::string& primitive) {
   const char* layout = state_layout(primitive);
+  if (primitive == "CustomKernel") {
+    // mx.fast.metal_kernel / cuda_kernel: the state holds the kernel's Metal
+    // or CUDA source, which Loom has no compiler for.
+    throw std::runtime_error("[import_function] " + in.name() +
+                             " uses the MLX primitive 'CustomKernel' (a kernel from "
+                             "mx.fast.metal_kernel or mx.fast.cuda_kernel): Loom cannot import "
+                             "custom kernels, whose Metal or CUDA source it cannot run.");
+  }
   if (!layout) {
     throw std::runtime_error("[import_function] " + in.name() + " uses the MLX primitive '" +
                              primitive +
@@ -220,7 +228,7 @@ MlxType read_type(MlxIn& in, const char* what) {
   return t;
 }
 
-MlxTrace read_trace(MlxIn& in) {
+MlxTrace read_trace(MlxIn& in, bool shapeless) {
   MlxTrace t;
   uint64_t num_keywords = in.count("keyword", 8);
   for (uint64_t k = 0; k < num_keywords; ++k) t.keywords.push_back(in.str("keyword"));
@@ -254,6 +262,7 @@ MlxTrace read_trace(MlxIn& in) {
       continue;
     }
     e.kind = MlxEntry::node;
+    e.shapeless = shapeless;
     e.inputs = in.ids("primitive inputs");
     in.take(12, "stream");
     e.name = in.str("primitive name");
@@ -324,8 +333,10 @@ std::vector<array> run_tape(const MlxTrace& t, const std::vector<array>& inputs,
                                std::to_string(e.outputs.size()) + " outputs; Loom's mapping gave " +
                                std::to_string(out.size()) + ".");
     }
+    // A shapeless broadcast is deferred to the op it feeds (mlxfn_ops.cpp).
+    bool deferred = e.name == "Broadcast" && e.inputs.size() > 1;
     for (size_t k = 0; k < out.size(); ++k) {
-      if (out[k].shape() != e.types[k].shape || out[k].dtype() != e.types[k].dtype) {
+      if ((!deferred && out[k].shape() != e.types[k].shape) || out[k].dtype() != e.types[k].dtype) {
         throw std::runtime_error("[import_function] " + file + ": MLX primitive " + e.name +
                                  " records output " + shape_to_string(e.types[k].shape) + " " +
                                  dtype_name(e.types[k].dtype) + "; Loom computed " +
@@ -403,7 +414,7 @@ ExportedFunction read_mlxfn(Reader& r) {
   ExportedFunction f;
   f.metadata = in.str("metadata");
   std::vector<MlxTrace> traces;
-  for (int32_t k = 0; k < count; ++k) traces.push_back(read_trace(in));
+  for (int32_t k = 0; k < count; ++k) traces.push_back(read_trace(in, shapeless));
   if (in.left() != 0) in.invalid(std::to_string(in.left()) + " trailing bytes");
 
   const std::string file = r.name();
