@@ -228,7 +228,7 @@ MlxType read_type(MlxIn& in, const char* what) {
   return t;
 }
 
-MlxTrace read_trace(MlxIn& in, bool shapeless) {
+MlxTrace read_trace(MlxIn& in) {
   MlxTrace t;
   uint64_t num_keywords = in.count("keyword", 8);
   for (uint64_t k = 0; k < num_keywords; ++k) t.keywords.push_back(in.str("keyword"));
@@ -262,7 +262,6 @@ MlxTrace read_trace(MlxIn& in, bool shapeless) {
       continue;
     }
     e.kind = MlxEntry::node;
-    e.shapeless = shapeless;
     e.inputs = in.ids("primitive inputs");
     in.take(12, "stream");
     e.name = in.str("primitive name");
@@ -414,7 +413,7 @@ ExportedFunction read_mlxfn(Reader& r) {
   ExportedFunction f;
   f.metadata = in.str("metadata");
   std::vector<MlxTrace> traces;
-  for (int32_t k = 0; k < count; ++k) traces.push_back(read_trace(in, shapeless));
+  for (int32_t k = 0; k < count; ++k) traces.push_back(read_trace(in));
   if (in.left() != 0) in.invalid(std::to_string(in.left()) + " trailing bytes");
 
   const std::string file = r.name();

@@ -30,7 +30,6 @@ struct MlxEntry {
   std::vector<uint64_t> inputs;
   std::vector<uint64_t> outputs; // all output ids (the entry's id when one)
   std::vector<MlxType> types;
-  bool shapeless = false; // the file's traces are shapeless
 };
 
 // The state layout of MLX primitive `name`, one letter per field (see

@@ -10,6 +10,7 @@
 
 #include "loom/io/mlxfn.h"
 #include "loom/ops.h"
+#include "loom/ops/shape_info.h"
 
 namespace loom::io::mlx {
 
@@ -633,35 +634,10 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
           std::nullopt, int_at(e.state, 5) != 0)};
     };
     m["NumberOfElements"] = [](A in, E e) {
-      // The number of elements of in[0] over the axes (MLX's shapeless mean
-      // and var), or its inverse, in the recorded dtype. A shapeless trace
-      // counts at run time: a sum of ones shaped by in[0] follows new shapes.
-      const std::vector<int>& axes = ints_at(e.state, 0);
-      bool inverted = int_at(e.state, 1) != 0;
-      Dtype dtype = std::get<Dtype>(e.state.at(2));
-      for (int ax : axes) {
-        if (ax < -in[0].ndim() || ax >= in[0].ndim()) unsupported(e, "with an axis out of range");
-      }
-      array count(1.0, float64);
-      if (e.shapeless && !axes.empty()) {
-        // Per axis: a vector as long as the axis (any() over the other axes,
-        // which may be empty), counted; the counts multiplied.
-        array one(int64_t{1}, int64);
-        for (int ax : axes) {
-          int a = ax < 0 ? ax + in[0].ndim() : ax;
-          std::vector<int> others;
-          for (int d = 0; d < in[0].ndim(); ++d)
-            if (d != a) others.push_back(d);
-          array along = others.empty() ? astype(in[0], bool_) : any(in[0], others);
-          count = multiply(count, astype(sum(where(along, one, one)), float64));
-        }
-      } else {
-        double n = 1;
-        for (int ax : axes) n *= in[0].shape(ax < 0 ? ax + in[0].ndim() : ax);
-        count = array(n, float64);
-      }
-      if (inverted) count = divide(array(1.0, float64), count);
-      return std::vector<array>{astype(count, dtype)};
+      // MLX's shapeless mean and var; Loom's op counts at run time under the
+      // shapeless trace the import runs in.
+      return std::vector<array>{number_of_elements(
+          in[0], ints_at(e.state, 0), int_at(e.state, 1) != 0, std::get<Dtype>(e.state.at(2)))};
     };
     // --- MLX's backward fast primitives: Loom's gradient of the forward op ---
     m["RMSNormVJP"] = [](A in, E e) {
