@@ -1,0 +1,256 @@
+// Writing MLX's .mlxfn function files (the layout mlxfn.cpp reads), so that a
+// function exported by Loom runs on MLX 0.32.4 (on a Mac, say). Each Loom
+// node becomes the MLX primitive(s) computing it, with the state laid out as
+// MLX's importer reads it; a node MLX cannot represent (or that this writer
+// does not map yet) raises an error naming it, and nothing is written.
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "loom/io/detail.h"
+#include "loom/io/export.h"
+
+namespace loom::io {
+
+namespace {
+
+using compile_detail::Graph;
+using compile_detail::GraphNode;
+using compile_detail::ValueRef;
+
+int mlx_dtype_code(Dtype d) {
+  static const Dtype by_code[] = {bool_, uint8, uint16,  uint32,  uint64,  int8,     int16,
+                                  int32, int64, float16, float32, float64, bfloat16, complex64};
+  for (int k = 0; k < 14; ++k)
+    if (by_code[k] == d) return k;
+  throw std::invalid_argument(std::string("[export_function] MLX has no dtype ") + dtype_name(d) +
+                              ".");
+}
+
+// Little-endian pieces of MLX's layout.
+struct Out {
+  std::string s;
+  void u8(uint8_t v) { s.push_back(static_cast<char>(v)); }
+  void i32(int32_t v) { detail::put32(s, static_cast<uint32_t>(v)); }
+  void u64(uint64_t v) { detail::put64(s, v); }
+  void f32(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    detail::put32(s, bits);
+  }
+  void str(const std::string& v) {
+    u64(v.size());
+    s += v;
+  }
+  void ints(const std::vector<int64_t>& v) {
+    u64(v.size());
+    for (int64_t x : v) i32(static_cast<int32_t>(x));
+  }
+  void shape(const Shape& v) {
+    u64(v.size());
+    for (auto x : v) i32(static_cast<int32_t>(x));
+  }
+  void dtype(Dtype d) {
+    i32(mlx_dtype_code(d));
+    u8(static_cast<uint8_t>(d.size));
+  }
+  void ids(const std::vector<uint64_t>& v) {
+    u64(v.size());
+    for (uint64_t x : v) u64(x);
+  }
+};
+
+// One MLX tape entry to write: a primitive on value ids.
+struct MlxNode {
+  std::string name;
+  std::string state; // the fields back to back
+  std::vector<uint64_t> inputs;
+  Shape shape;
+  Dtype dtype;
+};
+
+[[noreturn]] void cannot(const std::string& primitive, const std::string& why) {
+  throw std::invalid_argument("[export_function] Cannot write the primitive " + primitive +
+                              " in MLX's .mlxfn format: " + why + ".");
+}
+
+// The MLX entries computing Loom node `n` on the MLX values `in`, each
+// reading the one before it; the last one's output is the node's output.
+std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& in) {
+  const std::string name = n.primitive->name();
+  const PrimitiveState st = n.primitive->state();
+  if (n.shapes.size() != 1) cannot(name, "nodes of several outputs are not mapped yet");
+  MlxNode m{name, "", in, n.shapes[0], n.dtypes[0]};
+  Out o;
+  static const char* same[] = {
+      "Abs",       "Add",       "ArcCos",      "ArcCosh",   "ArcSin",       "ArcSinh",
+      "ArcTan",    "ArcTan2",   "ArcTanh",     "Ceil",      "Conjugate",    "Copy",
+      "Cos",       "Cosh",      "Divide",      "Erf",       "ErfInv",       "Exp",
+      "Expm1",     "Floor",     "FloorDivide", "Greater",   "GreaterEqual", "Imag",
+      "Less",      "LessEqual", "Log1p",       "LogAddExp", "LogicalAnd",   "LogicalNot",
+      "LogicalOr", "Matmul",    "Maximum",     "Minimum",   "Multiply",     "Negative",
+      "NotEqual",  "Power",     "Real",        "Remainder", "Select",       "Sigmoid",
+      "Sign",      "Sin",       "Sinh",        "Square",    "StopGradient", "Subtract",
+      "Tan",       "Tanh"};
+  for (const char* s : same) {
+    if (name == s) {
+      if (!st.empty()) cannot(name, "its state has no MLX counterpart");
+      return {m};
+    }
+  }
+  auto ints = [&](const char* field) { return state_get<std::vector<int64_t>>(st, name, field); };
+  if (name == "Sqrt" || name == "Rsqrt") {
+    m.name = "Sqrt";
+    o.u8(name == "Rsqrt");
+  } else if (name == "Log" || name == "Log2" || name == "Log10") {
+    // MLX's Log::Base: two, ten, e.
+    m.name = "Log";
+    o.i32(name == "Log2" ? 0 : name == "Log10" ? 1 : 2);
+  } else if (name == "Equal") {
+    o.u8(0); // equal_nan: Loom's Equal never treats NaNs as equal
+  } else if (name == "BitwiseAnd" || name == "BitwiseOr" || name == "BitwiseXor" ||
+             name == "LeftShift" || name == "RightShift") {
+    static const std::unordered_map<std::string, int> code{{"BitwiseAnd", 0},
+                                                           {"BitwiseOr", 1},
+                                                           {"BitwiseXor", 2},
+                                                           {"LeftShift", 3},
+                                                           {"RightShift", 4}};
+    m.name = "BitwiseBinary";
+    o.i32(code.at(name));
+  } else if (name == "AsType") {
+    o.dtype(state_get<Dtype>(st, name, "dtype"));
+  } else if (name == "Broadcast" || name == "Reshape") {
+    o.ints(ints("shape"));
+  } else if (name == "Transpose" || name == "ExpandDims" || name == "Squeeze") {
+    o.ints(ints("axes"));
+  } else if (name == "Softmax") {
+    o.u8(state_get<bool>(st, name, "precise"));
+  } else if (name == "Concatenate") {
+    o.i32(state_get<int32_t>(st, name, "axis"));
+  } else if (name == "Slice") {
+    o.ints(ints("start"));
+    o.ints(ints("stop"));
+    o.ints(ints("strides"));
+  } else if (name == "And" || name == "Or" || name == "Sum" || name == "Prod" || name == "Min" ||
+             name == "Max") {
+    // MLX's Reduce keeps the reduced axes (Reduce::ReduceType: And, Or, Sum,
+    // Prod, Min, Max); a Squeeze drops them.
+    static const std::unordered_map<std::string, int> code{{"And", 0},  {"Or", 1},  {"Sum", 2},
+                                                           {"Prod", 3}, {"Min", 4}, {"Max", 5}};
+    std::vector<int64_t> axes = ints("axes");
+    bool keepdims = state_get<bool>(st, name, "keepdims");
+    if (in.size() != 1) cannot(name, "it has more than one input");
+    m.name = "Reduce";
+    o.i32(code.at(name));
+    o.ints(axes);
+    m.state = o.s;
+    if (keepdims) return {m};
+    Shape kept = n.shapes[0];
+    for (int64_t ax : axes) kept.insert(kept.begin() + ax, 1);
+    m.shape = kept;
+    Out sq;
+    sq.ints(axes);
+    MlxNode squeeze{"Squeeze", sq.s, {}, n.shapes[0], n.dtypes[0]};
+    return {m, squeeze};
+  } else {
+    cannot(name, "the .mlxfn writer does not map it (see docs/export.md for the list)");
+  }
+  m.state = o.s;
+  return {m};
+}
+
+void write_trace(Out& o, const ExportedTrace& t) {
+  if (t.shapeless) {
+    throw std::invalid_argument(
+        "[export_function] Cannot write a shapeless trace in MLX's .mlxfn format yet.");
+  }
+  const Graph& g = t.graph;
+  uint64_t next = 1;
+  std::vector<uint64_t> input_ids, constant_ids(g.constants.size());
+  for (int i = 0; i < g.num_inputs; ++i) input_ids.push_back(next++);
+  for (auto& id : constant_ids) id = next++;
+  std::vector<uint64_t> node_ids(g.nodes.size());
+  auto id_of = [&](const ValueRef& r) {
+    switch (r.kind) {
+      case ValueRef::input:
+        return input_ids[r.id];
+      case ValueRef::constant:
+        return constant_ids[r.id];
+      default:
+        return node_ids[r.id];
+    }
+  };
+  Out tape;
+  uint64_t entries = 0;
+  for (int i = 0; i < g.num_inputs; ++i) {
+    tape.u64(input_ids[i]);
+    tape.u8(0);
+    tape.u8(0);
+    ++entries;
+  }
+  for (size_t c = 0; c < g.constants.size(); ++c) {
+    const array& a = g.constants[c];
+    detail::evaluate(a);
+    tape.u64(constant_ids[c]);
+    tape.u8(0);
+    tape.u8(1);
+    tape.shape(a.shape());
+    tape.dtype(a.dtype());
+    BufferWriter data;
+    detail::write_elements(data, a);
+    tape.s += data.bytes();
+    ++entries;
+  }
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const GraphNode& n = g.nodes[k];
+    std::vector<uint64_t> in;
+    for (const ValueRef& r : n.inputs) in.push_back(id_of(r));
+    std::vector<MlxNode> ms = translate(n, in);
+    for (size_t j = 0; j < ms.size(); ++j) {
+      MlxNode& m = ms[j];
+      if (j > 0) m.inputs = {next - 1};
+      uint64_t id = next++;
+      tape.u64(id);
+      tape.u8(1);
+      tape.ids(m.inputs);
+      tape.s.append(12, '\0'); // the stream: index 0 of the CPU
+      tape.str(m.name);
+      tape.s += m.state;
+      tape.u64(0); // one output
+      tape.shape(m.shape);
+      tape.dtype(m.dtype);
+      ++entries;
+    }
+    node_ids[k] = next - 1;
+  }
+  o.u64(t.keywords.size());
+  for (const auto& k : t.keywords) o.str(k);
+  o.ids(input_ids);
+  o.u64(t.shapes.size());
+  for (size_t i = 0; i < t.shapes.size(); ++i) {
+    o.shape(t.shapes[i]);
+    o.dtype(t.dtypes[i]);
+  }
+  std::vector<uint64_t> outs;
+  for (const ValueRef& r : g.outputs) outs.push_back(id_of(r));
+  o.ids(outs);
+  o.u64(entries);
+  o.s += tape.s;
+}
+
+} // namespace
+
+void write_mlxfn(Writer& w, const ExportedFunction& f) {
+  Out o;
+  o.str("0.32.4");
+  o.i32(static_cast<int32_t>(f.traces.size()));
+  bool shapeless = !f.traces.empty() && f.traces[0].shapeless;
+  o.u8(shapeless);
+  o.str(f.metadata);
+  for (const ExportedTrace& t : f.traces) write_trace(o, t);
+  w.write(o.s.data(), o.s.size());
+}
+
+} // namespace loom::io
