@@ -207,6 +207,12 @@ void write_trace(Out& o, const ExportedTrace& t) {
     const GraphNode& n = g.nodes[k];
     std::vector<uint64_t> in;
     for (const ValueRef& r : n.inputs) in.push_back(id_of(r));
+    if (std::string(n.primitive->name()) == "Marker" && in.size() == 1) {
+      // The identity a transform puts on its inputs (vjp stops there): MLX
+      // has none, and its input is the same value.
+      node_ids[k] = in[0];
+      continue;
+    }
     std::vector<MlxNode> ms = translate(n, in);
     for (size_t j = 0; j < ms.size(); ++j) {
       MlxNode& m = ms[j];

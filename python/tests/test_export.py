@@ -409,3 +409,23 @@ def test_shapeless_mean_and_var_count_new_shapes(tmp_path):
     grads = mx.grad(mx.compile(lambda a: mx.mean(a * a), shapeless=True))
     grads(mx.ones((3,)))
     np.testing.assert_allclose(_np(grads(mx.ones((5,)))), np.full(5, 0.4, np.float32), rtol=1e-6)
+
+
+@pytest.mark.loom_only
+def test_export_mlxfn_round_trip_and_refusals(tmp_path):
+    # Loom extra: MLX's own layout (fixtures/mlxfn/loom_*.mlxfn are read by
+    # MLX's wheel in the oracle run of test_mlxfn.py).
+    path = tmp_path / "f.mlxfn"
+    fun = lambda a, b: [mx.softmax(a @ b, axis=-1), (a * 2).sum(axis=0)]
+    a, b = mx.ones((2, 3)), mx.ones((3, 4))
+    mx.export_mlxfn(path, fun, a, b)
+    raw = path.read_bytes()
+    assert raw[:14] == b"\x06\x00\x00\x00\x00\x00\x00\x000.32.4"
+    for got, want in zip(mx.import_function(str(path))(a, b), fun(a, b)):
+        np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
+    # A primitive the writer does not map is named, and the file is untouched.
+    with pytest.raises(ValueError, match="Cannot write the primitive Sort in MLX's .mlxfn"):
+        mx.export_mlxfn(path, lambda x: mx.sort(x, axis=0), a)
+    assert path.read_bytes() == raw
+    with pytest.raises(ValueError, match="shapeless"):
+        mx.export_mlxfn(path, lambda x: x * 2, a, shapeless=True)
