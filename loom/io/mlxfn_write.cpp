@@ -3,6 +3,7 @@
 // node becomes the MLX primitive(s) computing it, with the state laid out as
 // MLX's importer reads it; a node MLX cannot represent (or that this writer
 // does not map yet) raises an error naming it, and nothing is written.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -69,7 +70,14 @@ struct MlxNode {
   std::vector<uint64_t> inputs;
   Shape shape;
   Dtype dtype;
+  // Nodes of several outputs (Split): all their shapes and dtypes.
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
 };
+
+MlxNode follow(const char* name, std::string state, const Shape& shape, Dtype dtype) {
+  return MlxNode{name, std::move(state), {}, shape, dtype, {}, {}};
+}
 
 [[noreturn]] void cannot(const std::string& primitive, const std::string& why) {
   throw std::invalid_argument("[export_function] Cannot write the primitive " + primitive +
@@ -78,11 +86,19 @@ struct MlxNode {
 
 // The MLX entries computing Loom node `n` on the MLX values `in`, each
 // reading the one before it; the last one's output is the node's output.
-std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& in) {
+std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& in,
+                               const std::vector<Shape>& in_shapes,
+                               const std::vector<Dtype>& in_dtypes) {
   const std::string name = n.primitive->name();
   const PrimitiveState st = n.primitive->state();
+  if (name == "Split") {
+    Out o;
+    o.ints(state_get<std::vector<int64_t>>(st, name, "indices"));
+    o.i32(state_get<int32_t>(st, name, "axis"));
+    return {MlxNode{name, o.s, in, {}, float32, n.shapes, n.dtypes}};
+  }
   if (n.shapes.size() != 1) cannot(name, "nodes of several outputs are not mapped yet");
-  MlxNode m{name, "", in, n.shapes[0], n.dtypes[0]};
+  MlxNode m{name, "", in, n.shapes[0], n.dtypes[0], {}, {}};
   Out o;
   static const char* same[] = {
       "Abs",       "Add",       "ArcCos",      "ArcCosh",   "ArcSin",       "ArcSinh",
@@ -152,8 +168,85 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     m.shape = kept;
     Out sq;
     sq.ints(axes);
-    MlxNode squeeze{"Squeeze", sq.s, {}, n.shapes[0], n.dtypes[0]};
-    return {m, squeeze};
+    return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "ArgMax" || name == "ArgMin") {
+    // MLX's ArgReduce (ReduceType: ArgMin, ArgMax) keeps the axis; Loom's
+    // all-axes form (axis -1) runs on the flattened array.
+    int axis = state_get<int32_t>(st, name, "axis");
+    bool keepdims = state_get<bool>(st, name, "keepdims");
+    m.name = "ArgReduce";
+    o.i32(name == "ArgMax" ? 1 : 0);
+    if (axis == -1) {
+      int64_t size = 1;
+      for (auto d : in_shapes.at(0)) size *= d;
+      Out flat;
+      flat.ints({size});
+      MlxNode reshape{"Reshape", flat.s, in, {static_cast<int32_t>(size)}, n.dtypes[0], {}, {}};
+      reshape.dtype = in_dtypes.at(0);
+      o.i32(0);
+      Out back;
+      std::vector<int64_t> final_shape(n.shapes[0].begin(), n.shapes[0].end());
+      back.ints(final_shape);
+      return {reshape, follow("ArgReduce", o.s, {1}, n.dtypes[0]),
+              follow("Reshape", back.s, n.shapes[0], n.dtypes[0])};
+    }
+    o.i32(axis);
+    m.state = o.s;
+    if (keepdims) return {m};
+    Shape kept = n.shapes[0];
+    kept.insert(kept.begin() + axis, 1);
+    m.shape = kept;
+    Out sq;
+    sq.ints({axis});
+    return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "Gather") {
+    // MLX's Gather takes a slice of `slice_sizes` at each index (1 on the
+    // indexed axes, whole elsewhere): output = index shape + slice sizes,
+    // which Loom's output is with the indexed axes' 1s dropped.
+    std::vector<int64_t> axes = ints("axes");
+    const Shape& a = in_shapes.at(0);
+    for (size_t k = 2; k < in_shapes.size(); ++k) {
+      if (in_shapes[k] != in_shapes[1]) cannot(name, "its indices have different shapes");
+    }
+    std::vector<int64_t> sizes(a.begin(), a.end());
+    for (int64_t ax : axes) sizes.at(static_cast<size_t>(ax)) = 1;
+    o.ints(axes);
+    o.ints(sizes);
+    m.state = o.s;
+    Shape full = in_shapes.size() > 1 ? in_shapes[1] : Shape{};
+    full.insert(full.end(), sizes.begin(), sizes.end());
+    m.shape = full;
+    Out back;
+    back.ints(std::vector<int64_t>(n.shapes[0].begin(), n.shapes[0].end()));
+    return {m, follow("Reshape", back.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "CumSum" || name == "CumProd" || name == "CumMax" || name == "CumMin" ||
+             name == "CumLogaddexp") {
+    // MLX's Scan::ReduceType: Max, Min, Sum, Prod, LogAddExp.
+    static const std::unordered_map<std::string, int> code{
+        {"CumMax", 0}, {"CumMin", 1}, {"CumSum", 2}, {"CumProd", 3}, {"CumLogaddexp", 4}};
+    m.name = "Scan";
+    o.i32(code.at(name));
+    o.i32(state_get<int32_t>(st, name, "axis"));
+    o.u8(state_get<bool>(st, name, "reverse"));
+    o.u8(state_get<bool>(st, name, "inclusive"));
+  } else if (name == "Sort" || name == "ArgSort") {
+    o.i32(state_get<int32_t>(st, name, "axis"));
+  } else if (name == "Partition" || name == "ArgPartition") {
+    o.i32(state_get<int32_t>(st, name, "kth"));
+    o.i32(state_get<int32_t>(st, name, "axis"));
+  } else if (name == "LogSumExp") {
+    // MLX's LogSumExp keeps the (last) reduced axis.
+    if (!st.empty()) cannot(name, "its state has no MLX counterpart");
+    Shape kept = n.shapes[0];
+    kept.push_back(1);
+    m.shape = kept;
+    Out sq;
+    sq.ints({static_cast<int64_t>(kept.size()) - 1});
+    return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "IsNan") {
+    // MLX's isnan is x != x.
+    m.name = "NotEqual";
+    m.inputs = {in[0], in[0]};
   } else {
     cannot(name, "the .mlxfn writer does not map it (see docs/export.md for the list)");
   }
@@ -171,7 +264,7 @@ void write_trace(Out& o, const ExportedTrace& t) {
   std::vector<uint64_t> input_ids, constant_ids(g.constants.size());
   for (int i = 0; i < g.num_inputs; ++i) input_ids.push_back(next++);
   for (auto& id : constant_ids) id = next++;
-  std::vector<uint64_t> node_ids(g.nodes.size());
+  std::vector<std::vector<uint64_t>> node_ids(g.nodes.size());
   auto id_of = [&](const ValueRef& r) {
     switch (r.kind) {
       case ValueRef::input:
@@ -179,7 +272,7 @@ void write_trace(Out& o, const ExportedTrace& t) {
       case ValueRef::constant:
         return constant_ids[r.id];
       default:
-        return node_ids[r.id];
+        return node_ids[r.id].at(r.index);
     }
   };
   Out tape;
@@ -206,30 +299,57 @@ void write_trace(Out& o, const ExportedTrace& t) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const GraphNode& n = g.nodes[k];
     std::vector<uint64_t> in;
-    for (const ValueRef& r : n.inputs) in.push_back(id_of(r));
+    std::vector<Shape> in_shapes;
+    std::vector<Dtype> in_dtypes;
+    for (const ValueRef& r : n.inputs) {
+      in.push_back(id_of(r));
+      switch (r.kind) {
+        case ValueRef::input:
+          in_shapes.push_back(t.shapes[r.id]);
+          in_dtypes.push_back(t.dtypes[r.id]);
+          break;
+        case ValueRef::constant:
+          in_shapes.push_back(g.constants[r.id].shape());
+          in_dtypes.push_back(g.constants[r.id].dtype());
+          break;
+        default:
+          in_shapes.push_back(g.nodes[r.id].shapes[r.index]);
+          in_dtypes.push_back(g.nodes[r.id].dtypes[r.index]);
+      }
+    }
     if (std::string(n.primitive->name()) == "Marker" && in.size() == 1) {
       // The identity a transform puts on its inputs (vjp stops there): MLX
       // has none, and its input is the same value.
-      node_ids[k] = in[0];
+      node_ids[k] = {in[0]};
       continue;
     }
-    std::vector<MlxNode> ms = translate(n, in);
+    std::vector<MlxNode> ms = translate(n, in, in_shapes, in_dtypes);
     for (size_t j = 0; j < ms.size(); ++j) {
       MlxNode& m = ms[j];
       if (j > 0) m.inputs = {next - 1};
-      uint64_t id = next++;
-      tape.u64(id);
+      std::vector<uint64_t> outs;
+      for (size_t x = 0; x < std::max<size_t>(1, m.shapes.size()); ++x) outs.push_back(next++);
+      tape.u64(outs[0]);
       tape.u8(1);
       tape.ids(m.inputs);
       tape.s.append(12, '\0'); // the stream: index 0 of the CPU
       tape.str(m.name);
       tape.s += m.state;
-      tape.u64(0); // one output
-      tape.shape(m.shape);
-      tape.dtype(m.dtype);
+      if (m.shapes.empty()) {
+        tape.u64(0); // one output
+        tape.shape(m.shape);
+        tape.dtype(m.dtype);
+      } else {
+        tape.u64(1); // siblings: every output's id, shape and dtype
+        tape.ids(outs);
+        tape.u64(m.shapes.size());
+        for (const Shape& sh : m.shapes) tape.shape(sh);
+        tape.u64(m.dtypes.size());
+        for (Dtype d : m.dtypes) tape.dtype(d);
+      }
       ++entries;
+      node_ids[k] = outs;
     }
-    node_ids[k] = next - 1;
   }
   o.u64(t.keywords.size());
   for (const auto& k : t.keywords) o.str(k);
