@@ -63,6 +63,11 @@ struct Out {
   }
 };
 
+[[noreturn]] void cannot(const std::string& primitive, const std::string& why) {
+  throw std::invalid_argument("[export_function] Cannot write the primitive " + primitive +
+                              " in MLX's .mlxfn format: " + why + ".");
+}
+
 // One MLX tape entry to write: a primitive on value ids.
 struct MlxNode {
   std::string name;
@@ -73,15 +78,109 @@ struct MlxNode {
   // Nodes of several outputs (Split): all their shapes and dtypes.
   std::vector<Shape> shapes;
   std::vector<Dtype> dtypes;
+  // A constant of a composite (an eps, a 1/n): its bytes.
+  bool constant = false;
+  std::string data;
 };
 
-MlxNode follow(const char* name, std::string state, const Shape& shape, Dtype dtype) {
-  return MlxNode{name, std::move(state), {}, shape, dtype, {}, {}};
+// In a composite, an input id with this bit set names the output of an
+// earlier entry of the same composite (its index below the bit).
+constexpr uint64_t kLocal = uint64_t(1) << 63;
+
+// Builds the entries of a composite: values are ids (the node's inputs) or
+// kLocal | index of an entry added before.
+struct Composite {
+  std::vector<MlxNode> nodes;
+  uint64_t add(const char* name, std::string state, std::vector<uint64_t> inputs,
+               const Shape& shape, Dtype dtype) {
+    nodes.push_back(
+        MlxNode{name, std::move(state), std::move(inputs), shape, dtype, {}, {}, false, {}});
+    return kLocal | (nodes.size() - 1);
+  }
+  uint64_t scalar(double v, Dtype dtype) {
+    MlxNode c{"", "", {}, {}, dtype, {}, {}, false, {}};
+    c.constant = true;
+    if (dtype == float32) {
+      float f = static_cast<float>(v);
+      c.data.assign(reinterpret_cast<const char*>(&f), 4);
+    } else {
+      throw std::logic_error("[export_function] composite constants are float32");
+    }
+    nodes.push_back(std::move(c));
+    return kLocal | (nodes.size() - 1);
+  }
+  static std::string ints(const std::vector<int64_t>& v) {
+    Out o;
+    o.ints(v);
+    return o.s;
+  }
+  uint64_t broadcast(uint64_t x, const Shape& shape, Dtype dtype) {
+    return add("Broadcast", ints(std::vector<int64_t>(shape.begin(), shape.end())), {x}, shape,
+               dtype);
+  }
+  // The mean over the last axis, kept: Sum * (1 / n).
+  uint64_t mean_last(uint64_t x, const Shape& shape) {
+    Shape kept = shape;
+    kept.back() = 1;
+    Out o;
+    o.i32(2);
+    o.ints({static_cast<int64_t>(shape.size()) - 1});
+    uint64_t sum = add("Reduce", o.s, {x}, kept, float32);
+    return add("Multiply", "", {sum, scalar(1.0 / shape.back(), float32)}, kept, float32);
+  }
+};
+
+// rms_norm / layer_norm as MLX's ordinary primitives, computed in float32
+// as Loom's kernels do (MLX's CPU build decomposes them the same way).
+std::vector<MlxNode> norm_composite(const std::string& name, const PrimitiveState& st,
+                                    const std::vector<uint64_t>& in,
+                                    const std::vector<Shape>& in_shapes,
+                                    const std::vector<Dtype>& in_dtypes, const Shape& shape,
+                                    Dtype dtype) {
+  Composite c;
+  auto as_f32 = [&](uint64_t v, Dtype d, const Shape& sh) {
+    if (d == float32) return v;
+    Out o;
+    o.dtype(float32);
+    return c.add("AsType", o.s, {v}, sh, float32);
+  };
+  if (shape.empty()) cannot(name, "of a 0-d input");
+  float eps = state_get<float>(st, name, "eps");
+  bool has_w = state_get<bool>(st, name, "has_weight");
+  bool layer = name == "LayerNorm";
+  bool has_b = layer && state_get<bool>(st, name, "has_bias");
+  uint64_t x = as_f32(in[0], in_dtypes[0], shape);
+  Shape kept = shape;
+  kept.back() = 1;
+  uint64_t centered = x, var;
+  if (layer) {
+    uint64_t mean = c.broadcast(c.mean_last(x, shape), shape, float32);
+    centered = c.add("Subtract", "", {x, mean}, shape, float32);
+  }
+  var = c.mean_last(c.add("Square", "", {centered}, shape, float32), shape);
+  Out rs;
+  rs.u8(1);
+  uint64_t r = c.add("Sqrt", rs.s, {c.add("Add", "", {var, c.scalar(eps, float32)}, kept, float32)},
+                     kept, float32);
+  uint64_t y = c.add("Multiply", "", {centered, c.broadcast(r, shape, float32)}, shape, float32);
+  size_t next_in = 1;
+  auto param = [&]() {
+    size_t k = next_in++;
+    uint64_t p = as_f32(in.at(k), in_dtypes.at(k), in_shapes.at(k));
+    return in_shapes.at(k) == shape ? p : c.broadcast(p, shape, float32);
+  };
+  if (has_w) y = c.add("Multiply", "", {y, param()}, shape, float32);
+  if (has_b) y = c.add("Add", "", {y, param()}, shape, float32);
+  if (dtype != float32) {
+    Out o;
+    o.dtype(dtype);
+    c.add("AsType", o.s, {y}, shape, dtype);
+  }
+  return c.nodes;
 }
 
-[[noreturn]] void cannot(const std::string& primitive, const std::string& why) {
-  throw std::invalid_argument("[export_function] Cannot write the primitive " + primitive +
-                              " in MLX's .mlxfn format: " + why + ".");
+MlxNode follow(const char* name, std::string state, const Shape& shape, Dtype dtype) {
+  return MlxNode{name, std::move(state), {}, shape, dtype, {}, {}, false, {}};
 }
 
 // The MLX entries computing Loom node `n` on the MLX values `in`, each
@@ -95,21 +194,37 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     Out o;
     o.ints(state_get<std::vector<int64_t>>(st, name, "indices"));
     o.i32(state_get<int32_t>(st, name, "axis"));
-    return {MlxNode{name, o.s, in, {}, float32, n.shapes, n.dtypes}};
+    return {MlxNode{name, o.s, in, {}, float32, n.shapes, n.dtypes, false, {}}};
   }
   if (n.shapes.size() != 1) cannot(name, "nodes of several outputs are not mapped yet");
-  MlxNode m{name, "", in, n.shapes[0], n.dtypes[0], {}, {}};
+  MlxNode m{name, "", in, n.shapes[0], n.dtypes[0], {}, {}, false, {}};
   Out o;
   static const char* same[] = {
-      "Abs",       "Add",       "ArcCos",      "ArcCosh",   "ArcSin",       "ArcSinh",
-      "ArcTan",    "ArcTan2",   "ArcTanh",     "Ceil",      "Conjugate",    "Copy",
-      "Cos",       "Cosh",      "Divide",      "Erf",       "ErfInv",       "Exp",
-      "Expm1",     "Floor",     "FloorDivide", "Greater",   "GreaterEqual", "Imag",
-      "Less",      "LessEqual", "Log1p",       "LogAddExp", "LogicalAnd",   "LogicalNot",
-      "LogicalOr", "Matmul",    "Maximum",     "Minimum",   "Multiply",     "Negative",
-      "NotEqual",  "Power",     "Real",        "Remainder", "Select",       "Sigmoid",
-      "Sign",      "Sin",       "Sinh",        "Square",    "StopGradient", "Subtract",
-      "Tan",       "Tanh"};
+      "Abs",       "Add",       "ArcCos",      "ArcCosh",      "ArcSin",       "ArcSinh",
+      "ArcTan",    "ArcTan2",   "ArcTanh",     "Ceil",         "Conjugate",    "Copy",
+      "Cos",       "Cosh",      "Divide",      "Erf",          "ErfInv",       "Exp",
+      "Expm1",     "Floor",     "FloorDivide", "Greater",      "GreaterEqual", "Imag",
+      "Less",      "LessEqual", "Log1p",       "LogAddExp",    "LogicalAnd",   "LogicalNot",
+      "LogicalOr", "Maximum",   "Minimum",     "Multiply",     "Negative",     "NotEqual",
+      "Power",     "Real",      "Remainder",   "Select",       "Sigmoid",      "Sign",
+      "Sin",       "Sinh",      "Square",      "StopGradient", "Subtract",     "Tan",
+      "Tanh"};
+  if (name == "Matmul") {
+    // MLX's Matmul takes operands of the output's batch shape (its op
+    // broadcasts them first); Loom's broadcasts inside.
+    const Shape& out = n.shapes[0];
+    if (in.size() != 2 || in_shapes[0].size() < 2 || in_shapes[1].size() < 2 || out.size() < 2)
+      cannot(name, "of operands of fewer than 2 dimensions");
+    Composite c;
+    std::vector<uint64_t> ops;
+    for (size_t k = 0; k < 2; ++k) {
+      Shape want(out.begin(), out.end() - 2);
+      want.insert(want.end(), in_shapes[k].end() - 2, in_shapes[k].end());
+      ops.push_back(in_shapes[k] == want ? in[k] : c.broadcast(in[k], want, in_dtypes[k]));
+    }
+    c.add("Matmul", "", ops, out, n.dtypes[0]);
+    return c.nodes;
+  }
   for (const char* s : same) {
     if (name == s) {
       if (!st.empty()) cannot(name, "its state has no MLX counterpart");
@@ -181,7 +296,8 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
       for (auto d : in_shapes.at(0)) size *= d;
       Out flat;
       flat.ints({size});
-      MlxNode reshape{"Reshape", flat.s, in, {static_cast<int32_t>(size)}, n.dtypes[0], {}, {}};
+      MlxNode reshape{"Reshape", flat.s, in, {static_cast<int32_t>(size)}, n.dtypes[0], {},
+                      {},        false,  {}};
       reshape.dtype = in_dtypes.at(0);
       o.i32(0);
       Out back;
@@ -243,6 +359,17 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     Out sq;
     sq.ints({static_cast<int64_t>(kept.size()) - 1});
     return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "RMSNorm" || name == "LayerNorm") {
+    return norm_composite(name, st, in, in_shapes, in_dtypes, n.shapes[0], n.dtypes[0]);
+  } else if (name == "Convolution") {
+    for (const char* f :
+         {"stride", "padding_lo", "padding_hi", "kernel_dilation", "input_dilation"})
+      o.ints(ints(f));
+    o.i32(state_get<int32_t>(st, name, "groups"));
+    o.u8(state_get<bool>(st, name, "flip"));
+  } else if (name == "Flatten") {
+    o.i32(state_get<int32_t>(st, name, "start_axis"));
+    o.i32(state_get<int32_t>(st, name, "end_axis"));
   } else if (name == "IsNan") {
     // MLX's isnan is x != x.
     m.name = "NotEqual";
@@ -324,9 +451,23 @@ void write_trace(Out& o, const ExportedTrace& t) {
       continue;
     }
     std::vector<MlxNode> ms = translate(n, in, in_shapes, in_dtypes);
+    std::vector<uint64_t> local(ms.size());
     for (size_t j = 0; j < ms.size(); ++j) {
       MlxNode& m = ms[j];
-      if (j > 0) m.inputs = {next - 1};
+      if (m.constant) {
+        local[j] = next;
+        tape.u64(next++);
+        tape.u8(0);
+        tape.u8(1);
+        tape.shape(m.shape);
+        tape.dtype(m.dtype);
+        tape.s += m.data;
+        ++entries;
+        continue;
+      }
+      if (j > 0 && m.inputs.empty()) m.inputs = {local[j - 1]};
+      for (uint64_t& id : m.inputs)
+        if (id & kLocal) id = local.at(id & ~kLocal);
       std::vector<uint64_t> outs;
       for (size_t x = 0; x < std::max<size_t>(1, m.shapes.size()); ++x) outs.push_back(next++);
       tape.u64(outs[0]);
@@ -349,6 +490,7 @@ void write_trace(Out& o, const ExportedTrace& t) {
       }
       ++entries;
       node_ids[k] = outs;
+      local[j] = outs[0];
     }
   }
   o.u64(t.keywords.size());
