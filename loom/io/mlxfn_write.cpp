@@ -5,6 +5,7 @@
 // does not map yet) raises an error naming it, and nothing is written.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -109,6 +110,12 @@ struct Composite {
     nodes.push_back(std::move(c));
     return kLocal | (nodes.size() - 1);
   }
+  uint64_t constant(const Shape& shape, const std::vector<float>& values) {
+    MlxNode c{"", "", {}, shape, float32, {}, {}, true, {}};
+    c.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    nodes.push_back(std::move(c));
+    return kLocal | (nodes.size() - 1);
+  }
   static std::string ints(const std::vector<int64_t>& v) {
     Out o;
     o.ints(v);
@@ -132,6 +139,77 @@ struct Composite {
 
 // rms_norm / layer_norm as MLX's ordinary primitives, computed in float32
 // as Loom's kernels do (MLX's CPU build decomposes them the same way).
+// scaled_dot_product_attention as MLX's ordinary primitives (MLX's CPU
+// build decomposes it the same way): softmax(q k^T * scale + mask) v, in
+// float32, for as many key/value heads as query heads.
+std::vector<MlxNode> sdpa_composite(const PrimitiveState& st, const std::vector<uint64_t>& in,
+                                    const std::vector<Shape>& in_shapes,
+                                    const std::vector<Dtype>& in_dtypes, const Shape& out,
+                                    Dtype dtype) {
+  const char* name = "ScaledDotProductAttention";
+  if (state_get<bool>(st, name, "has_sinks")) cannot(name, "attention sinks are not mapped yet");
+  if (in.size() < 3 || in_shapes[0].size() != 4 || in_shapes[1].size() != 4 ||
+      in_shapes[2].size() != 4)
+    cannot(name, "of inputs that are not 4-D");
+  const Shape &q = in_shapes[0], &k = in_shapes[1], &v = in_shapes[2];
+  if (q[0] != k[0] || q[1] != k[1] || k[0] != v[0] || k[1] != v[1])
+    cannot(name, "with fewer key/value heads than query heads (not mapped yet)");
+  Composite c;
+  auto as_f32 = [&](size_t i) {
+    if (in_dtypes[i] == float32) return in[i];
+    Out o;
+    o.dtype(float32);
+    return c.add("AsType", o.s, {in[i]}, in_shapes[i], float32);
+  };
+  uint64_t qf = as_f32(0), kf = as_f32(1), vf = as_f32(2);
+  Shape kt_shape{k[0], k[1], k[3], k[2]};
+  uint64_t kt = c.add("Transpose", Composite::ints({0, 1, 3, 2}), {kf}, kt_shape, float32);
+  Shape scores{q[0], q[1], q[2], k[2]};
+  uint64_t s = c.add("Matmul", "", {qf, kt}, scores, float32);
+  s = c.add("Multiply", "",
+            {s, c.scalar(static_cast<double>(state_get<float>(st, name, "scale")), float32)},
+            scores, float32);
+  const std::string mode = state_get<std::string>(st, name, "mask_mode");
+  const float inf = std::numeric_limits<float>::infinity();
+  if (mode == "causal") {
+    // Query i sees keys j <= i + (S - L), as MLX aligns a causal mask.
+    int64_t L = q[2], S = k[2];
+    std::vector<float> mask(static_cast<size_t>(L * S));
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < S; ++j) mask[i * S + j] = j <= i + (S - L) ? 0.0f : -inf;
+    uint64_t m = c.broadcast(c.constant({static_cast<int32_t>(L), static_cast<int32_t>(S)}, mask),
+                             scores, float32);
+    s = c.add("Add", "", {s, m}, scores, float32);
+  } else if (mode == "array") {
+    if (in.size() < 4) cannot(name, "with an array mask but no mask input");
+    uint64_t m = in[3];
+    if (in_shapes[3] != scores) m = c.broadcast(m, scores, in_dtypes[3]);
+    if (in_dtypes[3] == bool_) {
+      uint64_t neg = c.broadcast(c.scalar(-inf, float32), scores, float32);
+      s = c.add("Select", "", {m, s, neg}, scores, float32);
+    } else {
+      if (in_dtypes[3] != float32) {
+        Out o;
+        o.dtype(float32);
+        m = c.add("AsType", o.s, {m}, scores, float32);
+      }
+      s = c.add("Add", "", {s, m}, scores, float32);
+    }
+  } else if (mode != "none") {
+    cannot(name, "with mask mode '" + mode + "'");
+  }
+  Out precise;
+  precise.u8(0);
+  uint64_t p = c.add("Softmax", precise.s, {s}, scores, float32);
+  uint64_t o = c.add("Matmul", "", {p, vf}, out, float32);
+  if (dtype != float32) {
+    Out d;
+    d.dtype(dtype);
+    c.add("AsType", d.s, {o}, out, dtype);
+  }
+  return c.nodes;
+}
+
 std::vector<MlxNode> norm_composite(const std::string& name, const PrimitiveState& st,
                                     const std::vector<uint64_t>& in,
                                     const std::vector<Shape>& in_shapes,
@@ -359,6 +437,8 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     Out sq;
     sq.ints({static_cast<int64_t>(kept.size()) - 1});
     return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "ScaledDotProductAttention") {
+    return sdpa_composite(st, in, in_shapes, in_dtypes, n.shapes[0], n.dtypes[0]);
   } else if (name == "RMSNorm" || name == "LayerNorm") {
     return norm_composite(name, st, in, in_shapes, in_dtypes, n.shapes[0], n.dtypes[0]);
   } else if (name == "Convolution") {
