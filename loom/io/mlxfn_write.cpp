@@ -4,6 +4,7 @@
 // MLX's importer reads it; a node MLX cannot represent (or that this writer
 // does not map yet) raises an error naming it, and nothing is written.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -206,6 +207,101 @@ std::vector<MlxNode> sdpa_composite(const PrimitiveState& st, const std::vector<
     Out d;
     d.dtype(dtype);
     c.add("AsType", d.s, {o}, out, dtype);
+  }
+  return c.nodes;
+}
+
+// fast::rope as MLX's ordinary primitives, in float32: the angles
+// (position + offset) * scale * inv_freq, then each pair of the first `dims`
+// features rotated (halves, or interleaved pairs when traditional); the
+// backward pass (forward=False) rotates the other way. Scalar offsets only.
+std::vector<MlxNode> rope_composite(const PrimitiveState& st, const std::vector<uint64_t>& in,
+                                    const std::vector<Shape>& in_shapes,
+                                    const std::vector<Dtype>& in_dtypes, Dtype dtype) {
+  const char* name = "RoPE";
+  const Shape& xs = in_shapes.at(0);
+  int r = static_cast<int>(xs.size());
+  int dims = state_get<int32_t>(st, name, "dims");
+  bool traditional = state_get<bool>(st, name, "traditional");
+  double base = state_get<double>(st, name, "base");
+  double scale = state_get<double>(st, name, "scale");
+  bool forward = state_get<bool>(st, name, "forward");
+  if (r < 2 || dims < 2 || dims % 2 || dims > xs.back()) cannot(name, "of this shape");
+  if (in.size() < 2 || !in_shapes[1].empty()) cannot(name, "with a per-batch offset");
+  const int32_t L = xs[r - 2], D = xs.back(), half = dims / 2;
+  Composite c;
+  Out f32;
+  f32.dtype(float32);
+  uint64_t x = in_dtypes[0] == float32 ? in[0] : c.add("AsType", f32.s, {in[0]}, xs, float32);
+  std::vector<float> positions(static_cast<size_t>(L));
+  for (int32_t i = 0; i < L; ++i) positions[i] = static_cast<float>(i);
+  uint64_t offset = c.add("AsType", f32.s, {in[1]}, {}, float32);
+  uint64_t pos = c.add("Add", "", {c.constant({L, 1}, positions), offset}, {L, 1}, float32);
+  uint64_t inv;
+  if (in.size() > 2) {
+    uint64_t div = c.add("Divide", "", {c.scalar(scale, float32), in[2]}, {half}, float32);
+    inv = c.add("Reshape", Composite::ints({1, half}), {div}, {1, half}, float32);
+  } else {
+    std::vector<float> v(static_cast<size_t>(half));
+    for (int32_t i = 0; i < half; ++i)
+      v[i] = static_cast<float>(scale * std::pow(base, -static_cast<double>(i) / half));
+    inv = c.constant({1, half}, v);
+  }
+  Shape lh{L, half};
+  uint64_t theta = c.add(
+      "Multiply", "", {c.broadcast(pos, lh, float32), c.broadcast(inv, lh, float32)}, lh, float32);
+  Shape hs = xs;
+  hs.back() = half;
+  uint64_t cos = c.broadcast(c.add("Cos", "", {theta}, lh, float32), hs, float32);
+  uint64_t sin = c.add("Sin", "", {theta}, lh, float32);
+  if (!forward) sin = c.add("Negative", "", {sin}, lh, float32);
+  sin = c.broadcast(sin, hs, float32);
+  auto slice = [&](uint64_t v, const Shape& shape, int32_t lo, int32_t hi, int32_t step) {
+    std::vector<int64_t> start(shape.size(), 0), stop(shape.begin(), shape.end()),
+        strides(shape.size(), 1);
+    start.back() = lo;
+    stop.back() = hi;
+    strides.back() = step;
+    Shape out = shape;
+    out.back() = (hi - lo + step - 1) / step;
+    return c.add("Slice", Composite::ints(start) + Composite::ints(stop) + Composite::ints(strides),
+                 {v}, out, float32);
+  };
+  // The two halves of each rotated pair: x[..., :half] and x[..., half:dims],
+  // or the even and odd features when traditional.
+  uint64_t x1 = traditional ? slice(x, xs, 0, dims, 2) : slice(x, xs, 0, half, 1);
+  uint64_t x2 = traditional ? slice(x, xs, 1, dims, 2) : slice(x, xs, half, dims, 1);
+  auto mul = [&](uint64_t a, uint64_t b) { return c.add("Multiply", "", {a, b}, hs, float32); };
+  uint64_t o1 = c.add("Subtract", "", {mul(x1, cos), mul(x2, sin)}, hs, float32);
+  uint64_t o2 = c.add("Add", "", {mul(x1, sin), mul(x2, cos)}, hs, float32);
+  Shape ds = xs;
+  ds.back() = dims;
+  Out axis;
+  uint64_t rotated;
+  if (traditional) {
+    Shape pair = hs;
+    pair.push_back(1);
+    std::vector<int64_t> pv(pair.begin(), pair.end());
+    uint64_t e1 = c.add("Reshape", Composite::ints(pv), {o1}, pair, float32);
+    uint64_t e2 = c.add("Reshape", Composite::ints(pv), {o2}, pair, float32);
+    pair.back() = 2;
+    axis.i32(r);
+    uint64_t both = c.add("Concatenate", axis.s, {e1, e2}, pair, float32);
+    rotated = c.add("Reshape", Composite::ints(std::vector<int64_t>(ds.begin(), ds.end())), {both},
+                    ds, float32);
+  } else {
+    axis.i32(r - 1);
+    rotated = c.add("Concatenate", axis.s, {o1, o2}, ds, float32);
+  }
+  if (dims < D) {
+    Out last;
+    last.i32(r - 1);
+    rotated = c.add("Concatenate", last.s, {rotated, slice(x, xs, dims, D, 1)}, xs, float32);
+  }
+  if (dtype != float32) {
+    Out d;
+    d.dtype(dtype);
+    c.add("AsType", d.s, {rotated}, xs, dtype);
   }
   return c.nodes;
 }
@@ -437,6 +533,8 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     Out sq;
     sq.ints({static_cast<int64_t>(kept.size()) - 1});
     return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "RoPE") {
+    return rope_composite(st, in, in_shapes, in_dtypes, n.dtypes[0]);
   } else if (name == "ScaledDotProductAttention") {
     return sdpa_composite(st, in, in_shapes, in_dtypes, n.shapes[0], n.dtypes[0]);
   } else if (name == "RMSNorm" || name == "LayerNorm") {
