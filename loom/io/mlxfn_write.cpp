@@ -533,6 +533,44 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     Out sq;
     sq.ints({static_cast<int64_t>(kept.size()) - 1});
     return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "SliceUpdate") {
+    o.i32(4); // MLX's SliceUpdate::ReduceType None: the region is replaced
+    o.ints(ints("start"));
+    o.ints(ints("stop"));
+    o.ints(ints("strides"));
+  } else if (name == "Scatter" || name == "ScatterAdd" || name == "ScatterMax" ||
+             name == "ScatterMin" || name == "ScatterProd") {
+    // MLX's updates have the index shape then one dimension per axis of the
+    // array (1 on the indexed ones); Loom's leave the indexed ones out.
+    // Scatter::ReduceType: Max, Min, Sum, Prod, None.
+    static const std::unordered_map<std::string, int> code{{"ScatterMax", 0},
+                                                           {"ScatterMin", 1},
+                                                           {"ScatterAdd", 2},
+                                                           {"ScatterProd", 3},
+                                                           {"Scatter", 4}};
+    std::vector<int64_t> axes = ints("axes");
+    const Shape& a = in_shapes.at(0);
+    size_t n_idx = in.size() - 2;
+    if (n_idx != axes.size()) cannot(name, "with a different count of indices and axes");
+    for (size_t k = 2; k + 1 < in.size(); ++k)
+      if (in_shapes[k] != in_shapes[1]) cannot(name, "its indices have different shapes");
+    Shape idx = n_idx ? in_shapes[1] : Shape{};
+    Shape upd = idx;
+    for (int d = 0; d < static_cast<int>(a.size()); ++d) {
+      bool indexed = false;
+      for (int64_t ax : axes) indexed = indexed || ax == d;
+      upd.push_back(indexed ? 1 : a[d]);
+    }
+    Composite c;
+    std::vector<uint64_t> ins(in.begin(), in.end());
+    if (in_shapes.back() != upd) {
+      ins.back() = c.add("Reshape", Composite::ints(std::vector<int64_t>(upd.begin(), upd.end())),
+                         {in.back()}, upd, in_dtypes.back());
+    }
+    o.i32(code.at(name));
+    o.ints(axes);
+    c.add("Scatter", o.s, ins, n.shapes[0], n.dtypes[0]);
+    return c.nodes;
   } else if (name == "RoPE") {
     return rope_composite(st, in, in_shapes, in_dtypes, n.dtypes[0]);
   } else if (name == "ScaledDotProductAttention") {
