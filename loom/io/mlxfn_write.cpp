@@ -153,9 +153,16 @@ std::vector<MlxNode> sdpa_composite(const PrimitiveState& st, const std::vector<
       in_shapes[2].size() != 4)
     cannot(name, "of inputs that are not 4-D");
   const Shape &q = in_shapes[0], &k = in_shapes[1], &v = in_shapes[2];
-  if (q[0] != k[0] || q[1] != k[1] || k[0] != v[0] || k[1] != v[1])
-    cannot(name, "with fewer key/value heads than query heads (not mapped yet)");
+  if (q[0] != k[0] || k[0] != v[0] || k[1] != v[1] || k[1] == 0 || q[1] % k[1] != 0)
+    cannot(name, "of these shapes");
+  // Grouped queries (fewer key/value heads): the query heads of a group
+  // share one key/value head, through a 5-D (B, Hk, group, L, .) layout.
+  const int32_t B = q[0], Hk = k[1], group = q[1] / k[1], L = q[2], S = k[2];
   Composite c;
+  auto reshape = [&](uint64_t x, const Shape& to) {
+    return c.add("Reshape", Composite::ints(std::vector<int64_t>(to.begin(), to.end())), {x}, to,
+                 float32);
+  };
   auto as_f32 = [&](size_t i) {
     if (in_dtypes[i] == float32) return in[i];
     Out o;
@@ -166,6 +173,12 @@ std::vector<MlxNode> sdpa_composite(const PrimitiveState& st, const std::vector<
   Shape kt_shape{k[0], k[1], k[3], k[2]};
   uint64_t kt = c.add("Transpose", Composite::ints({0, 1, 3, 2}), {kf}, kt_shape, float32);
   Shape scores{q[0], q[1], q[2], k[2]};
+  if (group > 1) {
+    qf = reshape(qf, {B, Hk, group, L, q[3]});
+    kt = c.broadcast(reshape(kt, {B, Hk, 1, k[3], S}), {B, Hk, group, k[3], S}, float32);
+    vf = c.broadcast(reshape(vf, {B, Hk, 1, S, v[3]}), {B, Hk, group, S, v[3]}, float32);
+    scores = {B, Hk, group, L, S};
+  }
   uint64_t s = c.add("Matmul", "", {qf, kt}, scores, float32);
   s = c.add("Multiply", "",
             {s, c.scalar(static_cast<double>(state_get<float>(st, name, "scale")), float32)},
@@ -184,7 +197,14 @@ std::vector<MlxNode> sdpa_composite(const PrimitiveState& st, const std::vector<
   } else if (mode == "array") {
     if (in.size() < 4) cannot(name, "with an array mask but no mask input");
     uint64_t m = in[3];
-    if (in_shapes[3] != scores) m = c.broadcast(m, scores, in_dtypes[3]);
+    if (group > 1) {
+      Shape full{B, q[1], L, S};
+      if (in_shapes[3] != full) m = c.broadcast(m, full, in_dtypes[3]);
+      m = c.add("Reshape", Composite::ints(std::vector<int64_t>(scores.begin(), scores.end())), {m},
+                scores, in_dtypes[3]);
+    } else if (in_shapes[3] != scores) {
+      m = c.broadcast(m, scores, in_dtypes[3]);
+    }
     if (in_dtypes[3] == bool_) {
       uint64_t neg = c.broadcast(c.scalar(-inf, float32), scores, float32);
       s = c.add("Select", "", {m, s, neg}, scores, float32);
@@ -202,7 +222,12 @@ std::vector<MlxNode> sdpa_composite(const PrimitiveState& st, const std::vector<
   Out precise;
   precise.u8(0);
   uint64_t p = c.add("Softmax", precise.s, {s}, scores, float32);
-  uint64_t o = c.add("Matmul", "", {p, vf}, out, float32);
+  uint64_t o;
+  if (group > 1) {
+    o = reshape(c.add("Matmul", "", {p, vf}, {B, Hk, group, L, v[3]}, float32), out);
+  } else {
+    o = c.add("Matmul", "", {p, vf}, out, float32);
+  }
   if (dtype != float32) {
     Out d;
     d.dtype(dtype);
