@@ -558,6 +558,18 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     Out sq;
     sq.ints({static_cast<int64_t>(kept.size()) - 1});
     return {m, follow("Squeeze", sq.s, n.shapes[0], n.dtypes[0])};
+  } else if (name == "QuantizedMatmul") {
+    // MLX's QuantizationMode: affine, mxfp4, mxfp8, nvfp4.
+    static const std::unordered_map<std::string, int> modes{
+        {"affine", 0}, {"mxfp4", 1}, {"mxfp8", 2}, {"nvfp4", 3}};
+    std::string mode = state_get<std::string>(st, name, "mode");
+    if (!modes.count(mode)) cannot(name, "in mode " + mode);
+    if (in.size() != (mode == "affine" ? 4u : 3u))
+      cannot(name, "with a global scale (not mapped yet)");
+    o.i32(state_get<int32_t>(st, name, "group_size"));
+    o.i32(state_get<int32_t>(st, name, "bits"));
+    o.i32(modes.at(mode));
+    o.u8(state_get<bool>(st, name, "transpose"));
   } else if (name == "SliceUpdate") {
     o.i32(4); // MLX's SliceUpdate::ReduceType None: the region is replaced
     o.ints(ints("start"));
