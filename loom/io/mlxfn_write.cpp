@@ -20,12 +20,12 @@ int mlx_dtype_code(Dtype d) {
                                   int32, int64, float16, float32, float64, bfloat16, complex64};
   for (int k = 0; k < 14; ++k)
     if (by_code[k] == d) return k;
-  throw std::invalid_argument(std::string("[export_function] MLX has no dtype ") + dtype_name(d) +
+  throw std::invalid_argument(std::string("[export_mlxfn] MLX has no dtype ") + dtype_name(d) +
                               ".");
 }
 
 [[noreturn]] void cannot(const std::string& primitive, const std::string& why) {
-  throw std::invalid_argument("[export_function] Cannot write the primitive " + primitive +
+  throw std::invalid_argument("[export_mlxfn] Cannot write the primitive " + primitive +
                               " in MLX's .mlxfn format: " + why + ".");
 }
 
@@ -295,7 +295,7 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
 void write_trace(Out& o, const ExportedTrace& t) {
   if (t.shapeless) {
     throw std::invalid_argument(
-        "[export_function] Cannot write a shapeless trace in MLX's .mlxfn format yet.");
+        "[export_mlxfn] Cannot write a shapeless trace in MLX's .mlxfn format yet.");
   }
   const Graph& g = t.graph;
   uint64_t next = 1;

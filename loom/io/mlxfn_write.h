@@ -44,7 +44,7 @@ struct Out {
   }
 };
 
-// Raises "[export_function] Cannot write the primitive <primitive> ...".
+// Raises "[export_mlxfn] Cannot write the primitive <primitive> ...".
 [[noreturn]] void cannot(const std::string& primitive, const std::string& why);
 
 // One MLX tape entry to write: a primitive on value ids.
