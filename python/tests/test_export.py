@@ -429,3 +429,27 @@ def test_export_mlxfn_round_trip_and_refusals(tmp_path):
     assert path.read_bytes() == raw
     with pytest.raises(ValueError, match="shapeless"):
         mx.export_mlxfn(path, lambda x: x * 2, a, shapeless=True)
+
+
+@pytest.mark.loom_only
+def test_export_mlxfn_cycles_do_not_leak(tmp_path):
+    path = str(tmp_path / "leak.mlxfn")
+    w = mx.ones((64, 64))
+    mx.eval(w)
+
+    def cycle():
+        mx.export_mlxfn(path, lambda x: mx.fast.rms_norm(x @ w, None, 1e-5).sum(axis=0), mx.ones((4, 64)))
+        f = mx.import_function(path)
+        mx.eval(f(mx.ones((4, 64)))[0])
+        del f
+
+    for _ in range(3):
+        cycle()
+    gc.collect()
+    mx.synchronize()
+    base = mx.get_active_memory()
+    for _ in range(20):
+        cycle()
+        gc.collect()
+        mx.synchronize()
+        assert mx.get_active_memory() == base
