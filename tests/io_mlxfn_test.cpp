@@ -100,3 +100,45 @@ TEST(IoMlxfn, FuzzRegressionsRaise) {
   }
   EXPECT_GE(n, 1);
 }
+
+// write_mlxfn: Loom's graph in MLX's layout, read back by the .mlxfn reader
+// (MLX's own reader checks the committed loom_*.mlxfn fixtures in the
+// Python oracle run).
+TEST(IoMlxfn, WriterRoundTripsThroughTheReader) {
+  array w = reshape(arange(0.0, 12.0, 1.0, float32), {3, 4});
+  w.eval();
+  io::KwFn fun = [w](const std::vector<array>& a, const std::map<std::string, array>&) {
+    array h = matmul(a[0], w);
+    return std::vector<array>{softmax(h, std::vector<int>{-1}), sum(h, std::vector<int>{1}),
+                              fast::rms_norm(h, std::nullopt, 1e-5f), argmax(h, 1)};
+  };
+  array x = reshape(arange(-3.0, 3.0, 1.0, float32), {2, 3});
+  io::ExportedFunction exported;
+  exported.traces.push_back(io::trace_for_export(fun, {x}, {}, false));
+  io::BufferWriter bytes;
+  io::write_mlxfn(bytes, exported);
+  auto r = io::memory_reader(bytes.bytes(), "written.mlxfn");
+  ASSERT_TRUE(io::is_mlxfn(*r));
+  io::ImportedFunction f(io::read_function(*r));
+  std::vector<array> got = f({x}, {});
+  std::vector<array> want = fun({x}, {});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].shape(), want[k].shape());
+    array diff = max(abs(subtract(astype(got[k], float32), astype(want[k], float32))));
+    diff.eval();
+    EXPECT_LT(diff.item<float>(), 1e-5f) << k;
+  }
+}
+
+TEST(IoMlxfn, WriterNamesWhatMlxCannotHold) {
+  io::KwFn fun = [](const std::vector<array>& a, const std::map<std::string, array>&) {
+    return std::vector<array>{fft::rfft(a[0])};
+  };
+  io::ExportedFunction exported;
+  exported.traces.push_back(io::trace_for_export(fun, {zeros({2, 8}, float32)}, {}, false));
+  io::BufferWriter bytes;
+  std::string msg = error_of([&] { io::write_mlxfn(bytes, exported); });
+  EXPECT_NE(msg.find("[export_mlxfn] Cannot write the primitive FFT"), std::string::npos) << msg;
+  EXPECT_EQ(bytes.bytes().size(), 0u);
+}

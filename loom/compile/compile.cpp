@@ -288,6 +288,8 @@ TracedFunction trace_graph(const std::function<std::vector<array>(const std::vec
   return out;
 }
 
+bool in_shapeless_trace() { return t_shape_reads != nullptr; }
+
 void note_shape_read(const array& a) {
   if (!t_shape_reads) return;
   auto it = t_shape_reads->index.find(a.id());

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "loom/compile/compiled.h"
 #include "loom/io/detail.h"
 #include "loom/primitives/random.h"
 #include "loom/primitives/state_util.h"
@@ -88,6 +89,46 @@ void shrink_broadcast_constants(Graph& g) {
   }
 }
 
+bool has_compiled(const Graph& g) {
+  for (const GraphNode& n : g.nodes) {
+    if (dynamic_cast<const compile_detail::Compiled*>(n.primitive.get())) return true;
+  }
+  return false;
+}
+
+// The graph's nodes built on `inputs`, each fused Compiled region replaced
+// by its ops: MLX's export traces through a compiled function called inside
+// the exported one, so its file (and the callback form) lists the ops, not a
+// region; Loom's does the same.
+std::vector<array> replay_expanded(const Graph& g, const std::vector<array>& inputs) {
+  std::vector<std::vector<array>> produced(g.nodes.size());
+  auto value = [&](const ValueRef& r) -> array {
+    switch (r.kind) {
+      case ValueRef::input:
+        return inputs[r.id];
+      case ValueRef::constant:
+        return g.constants[r.id];
+      default:
+        return produced[r.id][r.index];
+    }
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& n = g.nodes[i];
+    std::vector<array> args;
+    for (const ValueRef& r : n.inputs) args.push_back(value(r));
+    if (auto* c = dynamic_cast<const compile_detail::Compiled*>(n.primitive.get())) {
+      produced[i] = c->expand(args);
+    } else if (n.shapes.size() == 1) {
+      produced[i].emplace_back(n.shapes[0], n.dtypes[0], n.primitive, std::move(args));
+    } else {
+      produced[i] = array::make_arrays(n.shapes, n.dtypes, n.primitive, std::move(args));
+    }
+  }
+  std::vector<array> outs;
+  for (const ValueRef& r : g.outputs) outs.push_back(value(r));
+  return outs;
+}
+
 } // namespace
 
 // --- tracing --------------------------------------------------------------------
@@ -119,6 +160,14 @@ ExportedTrace trace_for_export(const KwFn& fun, const std::vector<array>& args,
       },
       t.shapes, t.dtypes, shapeless);
   t.graph = std::move(traced.graph);
+  if (has_compiled(t.graph)) {
+    t.graph = compile_detail::trace_graph(
+                  [&](const std::vector<array>& placeholders) {
+                    return replay_expanded(t.graph, placeholders);
+                  },
+                  t.shapes, t.dtypes, shapeless)
+                  .graph;
+  }
 
   std::string read;
   for (size_t i = 0; i < traced.shape_reads.size(); ++i) {

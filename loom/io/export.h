@@ -122,6 +122,11 @@ ImportedFunction import_function(const std::string& path);
 // naming it. Implemented in mlxfn.cpp.
 bool is_mlxfn(Reader& r);
 ExportedFunction read_mlxfn(Reader& r);
+// Writes `f` in MLX's .mlxfn layout, for MLX 0.32.4's import_function: the
+// primitives MLX can represent that mlxfn_write.cpp maps (element-wise,
+// matmul, reductions, softmax, shape ops, slices, casts); any other raises
+// naming it, before anything is written. Non-shapeless traces only.
+void write_mlxfn(Writer& w, const ExportedFunction& f);
 
 // --- the callback form: the graph as records ----------------------------------
 

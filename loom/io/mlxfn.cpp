@@ -155,6 +155,14 @@ class MlxIn {
 
 MlxState read_state(MlxIn& in, const std::string& primitive) {
   const char* layout = state_layout(primitive);
+  if (primitive == "CustomKernel") {
+    // mx.fast.metal_kernel / cuda_kernel: the state holds the kernel's Metal
+    // or CUDA source, which Loom has no compiler for.
+    throw std::runtime_error("[import_function] " + in.name() +
+                             " uses the MLX primitive 'CustomKernel' (a kernel from "
+                             "mx.fast.metal_kernel or mx.fast.cuda_kernel): Loom cannot import "
+                             "custom kernels, whose Metal or CUDA source it cannot run.");
+  }
   if (!layout) {
     throw std::runtime_error("[import_function] " + in.name() + " uses the MLX primitive '" +
                              primitive +
@@ -324,8 +332,10 @@ std::vector<array> run_tape(const MlxTrace& t, const std::vector<array>& inputs,
                                std::to_string(e.outputs.size()) + " outputs; Loom's mapping gave " +
                                std::to_string(out.size()) + ".");
     }
+    // A shapeless broadcast is deferred to the op it feeds (mlxfn_ops.cpp).
+    bool deferred = e.name == "Broadcast" && e.inputs.size() > 1;
     for (size_t k = 0; k < out.size(); ++k) {
-      if (out[k].shape() != e.types[k].shape || out[k].dtype() != e.types[k].dtype) {
+      if ((!deferred && out[k].shape() != e.types[k].shape) || out[k].dtype() != e.types[k].dtype) {
         throw std::runtime_error("[import_function] " + file + ": MLX primitive " + e.name +
                                  " records output " + shape_to_string(e.types[k].shape) + " " +
                                  dtype_name(e.types[k].dtype) + "; Loom computed " +

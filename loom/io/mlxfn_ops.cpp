@@ -10,6 +10,7 @@
 
 #include "loom/io/mlxfn.h"
 #include "loom/ops.h"
+#include "loom/ops/shape_info.h"
 
 namespace loom::io::mlx {
 
@@ -90,6 +91,11 @@ const std::unordered_map<std::string, const char*>& layouts_table() {
     m["View"] = "D";
     m["AsStrided"] = "VLQ";
     m["Depends"] = "";
+    m["BlockMaskedMM"] = "i";
+    m["GatherQMM"] = "iiibbb";
+    m["NumberOfElements"] = "VbD";
+    m["RMSNormVJP"] = "f";
+    m["LayerNormVJP"] = "f";
     return m;
   }();
   return layouts;
@@ -309,7 +315,15 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       return std::vector<array>{astype(broadcast_to(in[0], e.types[0].shape), e.types[0].dtype)};
     };
     m["Broadcast"] = [](A in, E e) {
-      return std::vector<array>{broadcast_to(in[0], to_shape(ints_at(e.state, 0)))};
+      if (in.size() == 1) {
+        return std::vector<array>{broadcast_to(in[0], to_shape(ints_at(e.state, 0)))};
+      }
+      // A shapeless trace's broadcast takes the arrays it broadcasts against
+      // as extra inputs, so that its shape follows theirs on new inputs; the
+      // element-wise op it feeds broadcasts its operands anyway. Loom leaves
+      // in[0] as it is and lets that op broadcast (run_tape skips the shape
+      // check): an explicit broadcast would freeze the traced shape.
+      return std::vector<array>{in[0]};
     };
     m["BroadcastAxes"] = [](A in, E e) {
       return std::vector<array>{broadcast_to(in[0], e.types[0].shape)};
@@ -513,7 +527,6 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
     };
     m["RoPE"] = [](A in, E e) {
       // Inputs: x, the offset (an integer array) and, when given, freqs.
-      if (!int_at(e.state, 4)) unsupported(e, "of a backward pass (forward=False)");
       if (in.size() < 2) unsupported(e, "without an offset input");
       std::optional<float> base;
       std::optional<array> freqs;
@@ -522,9 +535,16 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
       } else {
         base = static_cast<float>(real_at(e.state, 2));
       }
-      return std::vector<array>{fast::rope(in[0], static_cast<int>(int_at(e.state, 0)),
-                                           int_at(e.state, 1) != 0, base,
-                                           static_cast<float>(real_at(e.state, 3)), in[1], freqs)};
+      int dims = static_cast<int>(int_at(e.state, 0));
+      bool traditional = int_at(e.state, 1) != 0;
+      float scale = static_cast<float>(real_at(e.state, 3));
+      auto f = [&](const std::vector<array>& p) {
+        return std::vector<array>{fast::rope(p[0], dims, traditional, base, scale, in[1], freqs)};
+      };
+      if (int_at(e.state, 4)) return f({in[0]});
+      // forward=False: the backward pass, whose input is the cotangent (the
+      // rotation is linear, so the cotangent serves as the primal too).
+      return vjp(f, {in[0]}, {in[0]}).second;
     };
     m["ScaledDotProductAttention"] = [](A in, E e) {
       // Inputs: q, k, v, then the mask (an array mask) and the sinks.
@@ -584,6 +604,75 @@ const std::unordered_map<std::string, Op>& mlx_ops() {
     m["RandomBits"] = [](A in, E e) {
       return std::vector<array>{
           random::bits(to_shape(ints_at(e.state, 0)), static_cast<int>(int_at(e.state, 1)), in[0])};
+    };
+    m["BlockMaskedMM"] = [](A in, E e) {
+      // Inputs: a, b, then the output mask and/or the pair of operand masks.
+      std::optional<array> out_mask, lhs_mask, rhs_mask;
+      if (in.size() == 3 || in.size() == 5) out_mask = in[2];
+      if (in.size() >= 4) {
+        lhs_mask = in[in.size() - 2];
+        rhs_mask = in[in.size() - 1];
+      }
+      if (in.size() < 2 || in.size() > 5) {
+        unsupported(e, "with " + std::to_string(in.size()) + " inputs");
+      }
+      return std::vector<array>{block_masked_mm(in[0], in[1], static_cast<int>(int_at(e.state, 0)),
+                                                out_mask, lhs_mask, rhs_mask)};
+    };
+    m["GatherQMM"] = [](A in, E e) {
+      // Inputs: x, w, scales[, biases (affine)], lhs_indices, rhs_indices.
+      static const char* modes[] = {"affine", "mxfp4", "mxfp8", "nvfp4"};
+      int64_t mode = int_at(e.state, 2);
+      if (mode < 0 || mode > 3) unsupported(e, "with quantization mode " + std::to_string(mode));
+      size_t want = mode == 0 ? 6 : 5;
+      if (in.size() != want) unsupported(e, "with " + std::to_string(in.size()) + " inputs");
+      std::optional<array> biases;
+      if (mode == 0) biases = in[3];
+      return std::vector<array>{gather_qmm(
+          in[0], in[1], in[2], biases, in[want - 2], in[want - 1], int_at(e.state, 3) != 0,
+          static_cast<int>(int_at(e.state, 0)), static_cast<int>(int_at(e.state, 1)), modes[mode],
+          std::nullopt, int_at(e.state, 5) != 0)};
+    };
+    m["NumberOfElements"] = [](A in, E e) {
+      // MLX's shapeless mean and var; Loom's op counts at run time under the
+      // shapeless trace the import runs in.
+      return std::vector<array>{number_of_elements(
+          in[0], ints_at(e.state, 0), int_at(e.state, 1) != 0, std::get<Dtype>(e.state.at(2)))};
+    };
+    // --- MLX's backward fast primitives: Loom's gradient of the forward op ---
+    m["RMSNormVJP"] = [](A in, E e) {
+      // Inputs: x, w (a scalar 1 when the norm had no weight), cotangent;
+      // outputs: dx, dw.
+      if (in.size() != 3) unsupported(e, "with " + std::to_string(in.size()) + " inputs");
+      float eps = static_cast<float>(real_at(e.state, 0));
+      auto f = [eps](const std::vector<array>& p) {
+        if (p[1].ndim() == 0)
+          return std::vector<array>{multiply(fast::rms_norm(p[0], {}, eps), p[1])};
+        return std::vector<array>{fast::rms_norm(p[0], p[1], eps)};
+      };
+      auto grads = vjp(f, {in[0], in[1]}, {in[2]}).second;
+      if (grads.size() > e.outputs.size())
+        grads.erase(grads.begin() + e.outputs.size(), grads.end());
+      return grads;
+    };
+    m["LayerNormVJP"] = [](A in, E e) {
+      // Inputs: x, w, b (scalars 1 and 0 when absent), cotangent; outputs:
+      // dx, dw, db.
+      if (in.size() != 4) unsupported(e, "with " + std::to_string(in.size()) + " inputs");
+      float eps = static_cast<float>(real_at(e.state, 0));
+      auto f = [eps](const std::vector<array>& p) {
+        std::optional<array> w, b;
+        if (p[1].ndim() > 0) w = p[1];
+        if (p[2].ndim() > 0) b = p[2];
+        array y = fast::layer_norm(p[0], w, b, eps);
+        if (!w) y = multiply(y, p[1]);
+        if (!b) y = add(y, p[2]);
+        return std::vector<array>{y};
+      };
+      auto grads = vjp(f, {in[0], in[1], in[2]}, {in[3]}).second;
+      if (grads.size() > e.outputs.size())
+        grads.erase(grads.begin() + e.outputs.size(), grads.end());
+      return grads;
     };
     // --- linear algebra ---
     m["Inverse"] = [](A in, E e) {

@@ -8,9 +8,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "loom/compile/compile.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
+#include "loom/ops/shape_info.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/reduce.h"
 
@@ -112,13 +114,13 @@ array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOr
     ax.push_back(v);
   }
   ax = reduction_axes(a, ax, "mean");
-  double count = 1;
-  for (int v : ax) count *= a.shape(v);
   const Dtype dtype = is_inexact(a.dtype()) ? a.dtype() : float32;
   // As MLX: the sum in its own dtype, then scaled by 1/count in the result dtype.
   array total = sum(a, ax, keepdims, s);
   if (total.dtype() != dtype) total = astype(total, dtype, s);
-  return multiply(total, array(1.0 / count, dtype), s);
+  // number_of_elements: a constant 1 / count, or under a shapeless trace
+  // the count of the shapes the trace is later called with.
+  return multiply(total, number_of_elements(a, ax, true, dtype, s), s);
 }
 array mean(const array& a, bool keepdims, StreamOrDevice s) {
   return mean(a, all_axes(a.ndim()), keepdims, s);
@@ -196,6 +198,12 @@ array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof,
   array centered = subtract(x, mean(x, ax, true, s), s);
   // |z|^2 for complex: the variance is real.
   array sq = is_complex(x.dtype()) ? square(abs(centered, s), s) : square(centered, s);
+  if (compile_detail::in_shapeless_trace()) {
+    array n = subtract(number_of_elements(a, ax, false, sq.dtype(), s),
+                       array(static_cast<double>(ddof), sq.dtype()), s);
+    n = maximum(n, zeros({}, sq.dtype(), s), s);
+    return divide(sum(sq, ax, keepdims, s), n, s);
+  }
   double n = 1;
   for (int v : ax) n *= a.shape(v);
   return divide(sum(sq, ax, keepdims, s), array(std::max(n - ddof, 0.0), sq.dtype()), s);

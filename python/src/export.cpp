@@ -265,6 +265,34 @@ void init_export(nb::module_& m) {
       "incompatible build; see docs/export.md.");
 
   m.def(
+      "export_mlxfn",
+      [](nb::handle file, nb::object fun, nb::args args, bool shapeless,
+         std::optional<std::string> metadata, nb::kwargs kwargs) {
+        auto [positional, keyword] = split_inputs(args, kwargs, kInputsError);
+        auto path = path_of(file);
+        if (!path) {
+          throw std::invalid_argument("[export_mlxfn] The file must be a path, got " +
+                                      python_type_name(file) + ".");
+        }
+        io::ExportedFunction exported;
+        exported.metadata = metadata.value_or("");
+        exported.traces.push_back(
+            io::trace_for_export(python_function(fun), positional, keyword, shapeless, warn_user));
+        io::BufferWriter bytes;
+        io::write_mlxfn(bytes, exported); // raises before the file is touched
+        io::AtomicFileWriter w(*path, "export_mlxfn");
+        w.write(bytes.bytes().data(), bytes.bytes().size());
+        w.commit();
+      },
+      nb::arg("file"), nb::arg("fun"), nb::arg("args"), nb::kw_only(), nb::arg("shapeless") = false,
+      nb::arg("metadata") = nb::none(), nb::arg("kwargs"),
+      nb::sig("def export_mlxfn(file: str, fun: Callable, *args, shapeless: bool = False, "
+              "metadata: str | None = None, **kwargs) -> None"),
+      "Loom extra: export_function in MLX 0.32.4's own .mlxfn layout, for MLX's\n"
+      "import_function. Only primitives MLX can represent (element-wise, matmul, reductions,\n"
+      "softmax, shape ops, slices, casts) are written; any other raises naming it.");
+
+  m.def(
       "import_function",
       [](nb::handle file, bool return_metadata) -> nb::object {
         auto fn = std::make_shared<io::ImportedFunction>(read_file(file));

@@ -536,3 +536,66 @@ def test_malformed_gguf_errors(tmp_path, raw, what):
     with pytest.raises(RuntimeError) as e:
         mx.load(str(p))
     assert "Invalid gguf file" in str(e.value) and what in str(e.value), str(e.value)
+
+
+# --- GGUF against the `gguf` package (llama.cpp's reader and writer) ---------------
+
+def _gguf_package():
+    # A test requirement of Loom (requirements-dev.txt); the oracle's
+    # environment may lack it.
+    if IS_MLX:
+        return pytest.importorskip("gguf")
+    import gguf
+
+    return gguf
+
+
+def test_gguf_read_by_gguf_package(tmp_path):
+    gguf = _gguf_package()
+    arrays = {"tok_embd.weight": make("float32", (6, 4))[0], "blk.0.ffn.weight": make("float16", (3, 8))[0],
+              "ids": make("int32", (5,))[0], "ü": make("int8", (2, 2, 3))[0]}
+    mx.save_gguf(str(tmp_path / "x.gguf"), arrays, {"general.name": "tiny", "n": mx.array(7)})
+    reader = gguf.GGUFReader(str(tmp_path / "x.gguf"))
+    assert reader.fields["general.name"].contents() == "tiny"
+    assert reader.fields["n"].contents() == 7
+    got = {t.name: t for t in reader.tensors}
+    assert set(got) == set(arrays)
+    for name, a in arrays.items():
+        t = got[name]
+        # GGUF lists dimensions innermost first.
+        assert tuple(int(d) for d in t.shape)[::-1] == a.shape
+        np.testing.assert_array_equal(np.asarray(t.data).reshape(a.shape), np.array(a))
+
+
+def test_gguf_written_by_gguf_package(tmp_path):
+    gguf = _gguf_package()
+    rng = np.random.default_rng(5)
+    f32 = rng.standard_normal((4, 64)).astype(np.float32)
+    f16 = rng.standard_normal((2, 32)).astype(np.float16)
+    q8 = rng.standard_normal((3, 64)).astype(np.float32)
+    q4 = rng.standard_normal((2, 128)).astype(np.float32)
+    Q = gguf.GGMLQuantizationType
+    w = gguf.GGUFWriter(str(tmp_path / "y.gguf"), "llama")
+    w.add_string("general.name", "made by gguf")
+    w.add_uint32("ctx", 128)
+    w.add_tensor("a.weight", f32)
+    w.add_tensor("b.weight", f16)
+    w.add_tensor("q8.weight", gguf.quants.quantize(q8, Q.Q8_0), raw_dtype=Q.Q8_0)
+    w.add_tensor("q4.weight", gguf.quants.quantize(q4, Q.Q4_0), raw_dtype=Q.Q4_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    arrays, meta = mx.load(str(tmp_path / "y.gguf"), return_metadata=True)
+    assert meta["general.name"] == "made by gguf" and meta["ctx"].item() == 128
+    np.testing.assert_array_equal(np.array(arrays["a.weight"]), f32)
+    np.testing.assert_array_equal(np.array(arrays["b.weight"]), f16)
+    # Q8_0 / Q4_0 load as MLX's affine quantization (codes, scales, biases)
+    # that dequantizes to what llama.cpp's own dequantization gives.
+    for name, src, qtype, bits in (("q8", q8, Q.Q8_0, 8), ("q4", q4, Q.Q4_0, 4)):
+        want = gguf.quants.dequantize(gguf.quants.quantize(src, qtype), qtype)
+        got = mx.dequantize(arrays[name + ".weight"], arrays[name + ".scales"], arrays[name + ".biases"],
+                            group_size=32, bits=bits)
+        # (in float16, the dtype of the scales, as MLX)
+        assert got.dtype == mx.float16
+        np.testing.assert_allclose(np.array(got.astype(mx.float32)), want, rtol=1e-3, atol=1e-3)

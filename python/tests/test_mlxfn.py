@@ -225,3 +225,25 @@ def test_mlx_folded_constants_are_bounded(tmp_path):
                                       (3, [1, 2], b"Add", b"", (3,))], 3))
     f = mx.import_function(str(p))
     assert f(mx.array([1.0, 1.0, 1.0]))[0].tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.loom_only
+def test_mlx_custom_kernel_is_refused_clearly(tmp_path):
+    # MLX serialises mx.fast.metal_kernel / cuda_kernel nodes (their source
+    # inside); Loom cannot run that source and says so before parsing it.
+    p = tmp_path / "kernel.mlxfn"
+    p.write_bytes(_mlxfn_bytes((3,), [(2, [1], b"CustomKernel", b"\x07" * 40, (3,))], 2))
+    with pytest.raises(Exception, match="CustomKernel.*custom kernels"):
+        mx.import_function(str(p))
+
+
+@pytest.mark.loom_only
+def test_mlx_shapeless_mean_counts_each_call():
+    # MLX's shapeless mean/var hold NumberOfElements: the divisor follows the
+    # shape of each call, whatever shapes the fixture's calls used.
+    f = mx.import_function(os.path.join(HERE, "mean_shapeless.mlxfn"))
+    x = np.random.default_rng(2).normal(size=(9, 5)).astype(np.float32)
+    mean0, var, mean1 = f(mx.array(x))
+    np.testing.assert_allclose(_np(mean0), x.mean(axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(var.item(), x.var(), rtol=1e-5)
+    np.testing.assert_allclose(_np(mean1), x.mean(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
