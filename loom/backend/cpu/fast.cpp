@@ -7,6 +7,7 @@
 #include "loom/primitives/fast.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -238,8 +239,8 @@ void RoPE::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
 
 namespace {
 
-// Inside the per-head parallel region each product runs on its thread
-// (cpu::gemm does not split nested calls).
+// Inside a parallel region each product runs on its thread (cpu::gemm does
+// not split nested calls); outside one it is split over the pool.
 template <typename C>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, C alpha, const C* a, int64_t lda,
           const C* b, int64_t ldb, C beta, C* c, int64_t ldc) {
@@ -263,22 +264,29 @@ C lane_max(const C* x, int64_t n) {
   return m;
 }
 
+// x[j] = exp(x[j] - shift), returning the sum, in lanes.
 template <typename C>
-C lane_sum(const C* x, int64_t n) {
+C exp_sum(C* x, int64_t n, C shift) {
   constexpr int64_t L = 16;
   C lanes[L] = {};
   const int64_t full = n - n % L;
   for (int64_t j = 0; j < full; j += L) {
-    for (int64_t l = 0; l < L; ++l) lanes[l] += x[j + l];
+    for (int64_t l = 0; l < L; ++l) {
+      x[j + l] = exp_of<C>(x[j + l] - shift);
+      lanes[l] += x[j + l];
+    }
   }
   C total = 0;
-  for (int64_t j = full; j < n; ++j) total += x[j];
+  for (int64_t j = full; j < n; ++j) {
+    x[j] = exp_of<C>(x[j] - shift);
+    total += x[j];
+  }
   for (int64_t l = 0; l < L; ++l) total += lanes[l];
   return total;
 }
 
 // What the forward and backward share: the inputs in the compute type and
-// the recomputation of one head's probabilities.
+// the recomputation of a block of one head's probabilities.
 template <typename C>
 struct Attention {
   int64_t B, Nq, Nkv, Tq, Tk, D, Dv, groups;
@@ -289,46 +297,54 @@ struct Attention {
   // The mask (bool or additive), a broadcast view of shape (B, Nq, Tq, Tk).
   const array* mask = nullptr;
 
-  // P (Tq x Tk) of head (b, h), and the sink's probability per row if any.
-  // Rows [i0, i0 + rows) of it: a block of queries whose scores stay in
-  // cache between the products around the softmax.
-  void probabilities(int64_t b, int64_t h, int64_t i0, int64_t rows, C* P, C* sink_p) const {
+  // Keys that rows [i0, i0 + rows) can see: with a causal mask the keys past
+  // the block's last row get probability exactly 0 (exp of the lowest finite
+  // value minus a finite maximum), so the products skip them. A row that
+  // sees no key at all weighs every key equally (MLX): then all of them.
+  int64_t visible_keys(int64_t i0, int64_t rows) const {
+    if (!causal || i0 + Tk - Tq < 0) return Tk;
+    return std::min(Tk, i0 + rows + Tk - Tq);
+  }
+
+  // Rows [i0, i0 + rows) of P (Tq x Tk) of head (b, h) over the first `kn`
+  // keys, with leading dimension kn, and the sink's probability per row if
+  // any: a block of queries whose scores stay in cache between the products
+  // around the softmax.
+  void probabilities(int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t kn, C* P,
+                     C* sink_p) const {
     const C* Q = q.ptr + ((b * Nq + h) * Tq + i0) * D;
     const C* K = k.ptr + (b * Nkv + h / groups) * Tk * D;
-    gemm<C>(false, true, rows, Tk, D, static_cast<C>(scale), Q, D, K, D, C(0), P, Tk);
+    gemm<C>(false, true, rows, kn, D, static_cast<C>(scale), Q, D, K, D, C(0), P, kn);
     // Boolean and causal masks write the lowest finite value, as MLX does: a
     // row with every key masked then weighs them equally (or gives all its
     // weight to a sink) instead of turning into NaN.
     const C masked = std::numeric_limits<C>::lowest();
     const C sink = has_sinks ? sinks.ptr[h] : -std::numeric_limits<C>::infinity();
-    // Rows run on this thread: between two BLAS calls the pool would fight
-    // OpenBLAS's still-spinning threads for the cores.
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      C* row = P + r * Tk;
+      C* row = P + r * kn;
       if (mask != nullptr) {
         const Strides& st = mask->strides();
         const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
         if (mask->dtype() == bool_) {
           const bool* m = mask->data<bool>() + base;
-          for (int64_t j = 0; j < Tk; ++j) row[j] = m[j * st[3]] ? row[j] : masked;
+          for (int64_t j = 0; j < kn; ++j) row[j] = m[j * st[3]] ? row[j] : masked;
         } else {
           dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
             using M = decltype(mt);
             const M* m = mask->data<M>() + base;
-            for (int64_t j = 0; j < Tk; ++j) row[j] += static_cast<C>(m[j * st[3]]);
+            for (int64_t j = 0; j < kn; ++j) row[j] += static_cast<C>(m[j * st[3]]);
           });
         }
       }
       if (causal) {
         const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
-        for (int64_t j = std::max<int64_t>(last + 1, 0); j < Tk; ++j) row[j] = masked;
+        for (int64_t j = std::max<int64_t>(last + 1, 0); j < kn; ++j) row[j] = masked;
       }
-      const C mx = std::max(sink, lane_max(row, Tk));
+      const C mx = std::max(sink, lane_max(row, kn));
       const C sink_e = has_sinks ? exp_of<C>(sink - mx) : C(0);
-      for (int64_t j = 0; j < Tk; ++j) row[j] = exp_of<C>(row[j] - mx);
-      const C inv = C(1) / (sink_e + lane_sum(row, Tk));
-      for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
+      const C inv = C(1) / (sink_e + exp_sum(row, kn, mx));
+      for (int64_t j = 0; j < kn; ++j) row[j] *= inv;
       if (sink_p != nullptr) sink_p[r] = sink_e * inv;
     }
   }
@@ -339,17 +355,27 @@ struct Attention {
     return std::min(rows, std::max<int64_t>(Tq, 1));
   }
 
-  // With at least as many heads as pool threads, heads run in parallel, each
-  // thread doing its heads' products and rows alone: no core waits while
-  // another runs a product. Fewer heads run one after another, each product
-  // split over the pool by cpu::gemm.
-  template <typename F>
-  void for_each(int64_t count, F&& f) const {
+  // Runs worker(next) on every pool thread, where next() hands out task
+  // indices [0, count) (then -1) to whichever thread asks first: on a loaded
+  // machine a thread that was descheduled takes fewer tasks instead of
+  // holding the others up at the end (a static split lost half the time).
+  // Each worker owns its scratch buffers for all its tasks; its products
+  // run on its thread. With fewer tasks than threads they run on the
+  // calling thread, each product split over the pool by cpu::gemm.
+  template <typename Worker>
+  void for_tasks(int64_t count, Worker&& worker) const {
     const int threads = cpu::num_threads();
-    if (threads > 1 && count >= threads) {
-      cpu::parallel_for(count, 1, [&](size_t b, size_t e) { f(b, e); });
+    if (threads > 1 && count >= threads && !cpu::in_parallel_region()) {
+      std::atomic<int64_t> next{0};
+      cpu::parallel_chunks(static_cast<size_t>(threads), [&](size_t) {
+        worker([&]() -> int64_t {
+          const int64_t t = next.fetch_add(1);
+          return t < count ? t : -1;
+        });
+      });
     } else {
-      f(0, count);
+      int64_t t = 0;
+      worker([&]() -> int64_t { return t < count ? t++ : -1; });
     }
   }
 };
@@ -388,6 +414,26 @@ void store(const C* src, T* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
 }
 
+// Where a gradient is accumulated: the output itself when it has the
+// compute type, else a buffer rounded into it at the end.
+template <typename T, typename C>
+struct Accumulator {
+  std::vector<C> owned;
+  C* ptr;
+  Accumulator(array& out, bool zero) {
+    if constexpr (std::is_same_v<T, C>) {
+      ptr = out.data<C>();
+      if (zero) std::fill(ptr, ptr + out.size(), C(0));
+    } else {
+      owned.assign(out.size(), C(0));
+      ptr = owned.data();
+    }
+  }
+  void finish(array& out) const {
+    if constexpr (!std::is_same_v<T, C>) store(ptr, out.data<T>(), out.size());
+  }
+};
+
 } // namespace
 
 void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
@@ -400,23 +446,26 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
     T* po = out.data<T>();
-    a.for_each(a.B * a.Nq, [&](size_t begin, size_t end) {
-      const int64_t block = a.block_rows();
+    const int64_t block = a.block_rows();
+    const int64_t blocks = (a.Tq + block - 1) / block;
+    const int64_t heads = a.B * a.Nq;
+    // One task per (head, query block), the last blocks first: under a
+    // causal mask they see the most keys, so the cheap ones fill in last.
+    a.for_tasks(heads * blocks, [&](auto next) {
       std::vector<C> P(block * a.Tk), O(std::is_same_v<T, C> ? 0 : block * a.Dv);
-      for (size_t bh = begin; bh < end; ++bh) {
+      for (int64_t t = next(); t >= 0; t = next()) {
+        const int64_t bh = t % heads, i0 = (blocks - 1 - t / heads) * block;
         const int64_t b = bh / a.Nq, h = bh % a.Nq;
         const C* V = a.v.ptr + (b * a.Nkv + h / a.groups) * a.Tk * a.Dv;
-        for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
-          const int64_t rows = std::min(block, a.Tq - i0);
-          a.probabilities(b, h, i0, rows, P.data(), nullptr);
-          T* dst = po + (bh * a.Tq + i0) * a.Dv;
-          if constexpr (std::is_same_v<T, C>) {
-            gemm<C>(false, false, rows, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), dst, a.Dv);
-          } else {
-            gemm<C>(false, false, rows, a.Dv, a.Tk, C(1), P.data(), a.Tk, V, a.Dv, C(0), O.data(),
-                    a.Dv);
-            store(O.data(), dst, rows * a.Dv);
-          }
+        const int64_t rows = std::min(block, a.Tq - i0);
+        const int64_t kn = a.visible_keys(i0, rows);
+        a.probabilities(b, h, i0, rows, kn, P.data(), nullptr);
+        T* dst = po + (bh * a.Tq + i0) * a.Dv;
+        if constexpr (std::is_same_v<T, C>) {
+          gemm<C>(false, false, rows, a.Dv, kn, C(1), P.data(), kn, V, a.Dv, C(0), dst, a.Dv);
+        } else {
+          gemm<C>(false, false, rows, a.Dv, kn, C(1), P.data(), kn, V, a.Dv, C(0), O.data(), a.Dv);
+          store(O.data(), dst, rows * a.Dv);
         }
       }
     });
@@ -433,39 +482,39 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
     Dense<C> O = dense<T, C>(inputs[n - 2]);
     Dense<C> dO = dense<T, C>(inputs[n - 1]);
-    std::vector<C> dq(a.B * a.Nq * a.Tq * a.D), dk(a.B * a.Nkv * a.Tk * a.D, C(0)),
-        dv(a.B * a.Nkv * a.Tk * a.Dv, C(0)), dsinks(a.Nq, C(0));
+    Accumulator<T, C> dq(outputs[0], false), dk(outputs[1], true), dv(outputs[2], true);
     std::vector<C> dsink_parts(a.B * a.Nq, C(0));
+    const int64_t block = a.block_rows();
     // One task per (batch, kv head): the query heads sharing it add into
     // its dK and dV in turn, so no two tasks write the same memory.
-    a.for_each(a.B * a.Nkv, [&](size_t begin, size_t end) {
-      const int64_t block = a.block_rows();
+    a.for_tasks(a.B * a.Nkv, [&](auto next) {
       std::vector<C> P(block * a.Tk), dP(block * a.Tk), rowdot(block), sink_p(block);
-      for (size_t bk = begin; bk < end; ++bk) {
+      for (int64_t bk = next(); bk >= 0; bk = next()) {
         const int64_t b = bk / a.Nkv, hk = bk % a.Nkv;
         const C* K = a.k.ptr + bk * a.Tk * a.D;
         const C* V = a.v.ptr + bk * a.Tk * a.Dv;
-        C* dK = dk.data() + bk * a.Tk * a.D;
-        C* dV = dv.data() + bk * a.Tk * a.Dv;
+        C* dK = dk.ptr + bk * a.Tk * a.D;
+        C* dV = dv.ptr + bk * a.Tk * a.Dv;
         for (int64_t h = hk * a.groups; h < (hk + 1) * a.groups; ++h) {
           for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
             const int64_t rows = std::min(block, a.Tq - i0);
-            a.probabilities(b, h, i0, rows, P.data(), a.has_sinks ? sink_p.data() : nullptr);
+            const int64_t kn = a.visible_keys(i0, rows);
+            a.probabilities(b, h, i0, rows, kn, P.data(), a.has_sinks ? sink_p.data() : nullptr);
             const int64_t at = (b * a.Nq + h) * a.Tq + i0; // first row of the block
             const C* Q = a.q.ptr + at * a.D;
             const C* Oh = O.ptr + at * a.Dv;
             const C* dOh = dO.ptr + at * a.Dv;
             // dV += P^T dO; dP = dO V^T.
-            gemm<C>(true, false, a.Tk, a.Dv, rows, C(1), P.data(), a.Tk, dOh, a.Dv, C(1), dV, a.Dv);
-            gemm<C>(false, true, rows, a.Tk, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), a.Tk);
+            gemm<C>(true, false, kn, a.Dv, rows, C(1), P.data(), kn, dOh, a.Dv, C(1), dV, a.Dv);
+            gemm<C>(false, true, rows, kn, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), kn);
             // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
             for (int64_t r = 0; r < rows; ++r) {
               C d = 0;
               for (int64_t j = 0; j < a.Dv; ++j) d += dOh[r * a.Dv + j] * Oh[r * a.Dv + j];
               rowdot[r] = d;
-              const C* prow = P.data() + r * a.Tk;
-              C* drow = dP.data() + r * a.Tk;
-              for (int64_t j = 0; j < a.Tk; ++j) drow[j] = prow[j] * (drow[j] - d);
+              const C* prow = P.data() + r * kn;
+              C* drow = dP.data() + r * kn;
+              for (int64_t j = 0; j < kn; ++j) drow[j] = prow[j] * (drow[j] - d);
             }
             if (a.has_sinks) {
               for (int64_t r = 0; r < rows; ++r) {
@@ -473,21 +522,24 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
               }
             }
             // dQ = scale dS K; dK += scale dS^T Q.
-            gemm<C>(false, false, rows, a.D, a.Tk, static_cast<C>(scale_), dP.data(), a.Tk, K, a.D,
-                    C(0), dq.data() + at * a.D, a.D);
-            gemm<C>(true, false, a.Tk, a.D, rows, static_cast<C>(scale_), dP.data(), a.Tk, Q, a.D,
-                    C(1), dK, a.D);
+            gemm<C>(false, false, rows, a.D, kn, static_cast<C>(scale_), dP.data(), kn, K, a.D,
+                    C(0), dq.ptr + at * a.D, a.D);
+            gemm<C>(true, false, kn, a.D, rows, static_cast<C>(scale_), dP.data(), kn, Q, a.D, C(1),
+                    dK, a.D);
           }
         }
       }
     });
-    for (int64_t b = 0; b < a.B; ++b) {
-      for (int64_t h = 0; h < a.Nq; ++h) dsinks[h] += dsink_parts[b * a.Nq + h];
+    dq.finish(outputs[0]);
+    dk.finish(outputs[1]);
+    dv.finish(outputs[2]);
+    if (has_sinks_) {
+      std::vector<C> dsinks(a.Nq, C(0));
+      for (int64_t b = 0; b < a.B; ++b) {
+        for (int64_t h = 0; h < a.Nq; ++h) dsinks[h] += dsink_parts[b * a.Nq + h];
+      }
+      store(dsinks.data(), outputs[3].data<T>(), dsinks.size());
     }
-    store(dq.data(), outputs[0].data<T>(), dq.size());
-    store(dk.data(), outputs[1].data<T>(), dk.size());
-    store(dv.data(), outputs[2].data<T>(), dv.size());
-    if (has_sinks_) store(dsinks.data(), outputs[3].data<T>(), dsinks.size());
   });
 }
 
