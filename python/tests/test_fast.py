@@ -662,3 +662,19 @@ def test_sdpa_gradients_of_fully_masked_boolean_rows():
     g = lambda q, k, v: (reference(q, k, v) * ct).sum()
     for a, e in zip(mx.grad(f, argnums=(0, 1, 2))(q, k, v), mx.grad(g, argnums=(0, 1, 2))(q, k, v)):
         close(a, np.array(e), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("mask", [None, "causal"])
+def test_sdpa_gradients_one_kv_head(mask):
+    # A single (batch, kv head) pair, fewer tasks than threads: the backward
+    # runs its blocks one after another with each product split over the pool.
+    q, k, v = randn(1, 4, 150, 8), randn(1, 1, 2100, 8), randn(1, 1, 2100, 8)
+    s = mx.array(randn(4))
+    ct = mx.array(randn(1, 4, 150, 8))
+    args = (mx.array(q), mx.array(k), mx.array(v), s)
+    f = lambda q, k, v, s: (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=mask, sinks=s) * ct).sum()
+    g = lambda q, k, v, s: (mx_sdpa(q, k, v, 0.3, mask, s) * ct).sum()
+    got = mx.grad(f, argnums=(0, 1, 2, 3))(*args)
+    expected = mx.grad(g, argnums=(0, 1, 2, 3))(*args)
+    for a, e in zip(got, expected):
+        close(a, np.array(e), 1e-4, 1e-4)
