@@ -525,3 +525,18 @@ def test_no_leak_over_build_drop_cycles():
         gc.collect()
         mx.synchronize()
         assert mx.get_active_memory() == base
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_weight_gradient_of_a_broadcast_cotangent(nd):
+    # sum() hands the convolution a broadcast cotangent, which the weight
+    # gradient copies into its own layout: it must equal the gradient of an
+    # explicit all-ones cotangent.
+    r = rng(nd)
+    x = mx.array(r.standard_normal((3,) + (6,) * nd + (4,)).astype(np.float32))
+    w = mx.array(r.standard_normal((5,) + (3,) * nd + (4,)).astype(np.float32))
+    conv = {1: mx.conv1d, 2: mx.conv2d, 3: mx.conv3d}[nd]
+    ones = mx.ones(conv(x, w, stride=2, padding=1).shape)
+    g_sum = mx.grad(lambda w: conv(x, w, stride=2, padding=1).sum())(w)
+    g_ones = mx.grad(lambda w: (conv(x, w, stride=2, padding=1) * ones).sum())(w)
+    np.testing.assert_allclose(np.array(g_sum), np.array(g_ones), rtol=1e-5, atol=1e-5)

@@ -610,3 +610,71 @@ def test_sdpa_fully_masked_rows_weigh_keys_equally():
     np.testing.assert_allclose(np.array(got), np.zeros((1, 1, 1, 4)), atol=1e-6)
     got = mx.fast.scaled_dot_product_attention(q, k[:, :, :0], v[:, :, :0], scale=1.0)
     np.testing.assert_array_equal(np.array(got), np.zeros((1, 1, 3, 4)))
+
+
+@pytest.mark.parametrize("tq, tk", [(300, 120), (90, 2100)])
+def test_sdpa_causal_blocks_skip_hidden_keys(tq, tk):
+    # Causal query blocks multiply only the keys their last row can see; with
+    # more queries than keys the first rows see none and weigh every key
+    # equally. Grouped heads, several blocks, values and all gradients.
+    q, k, v = randn(2, 4, tq, 8), randn(2, 2, tk, 8), randn(2, 2, tk, 8)
+    ct = mx.array(randn(2, 4, tq, 8))
+    args = (mx.array(q), mx.array(k), mx.array(v))
+
+    def reference(q, k, v):  # masked scores at the lowest finite value, as MLX
+        k, v = mx.repeat(k, 2, 1), mx.repeat(v, 2, 1)
+        s = (q @ k.swapaxes(-1, -2)) * 0.3
+        keep = mx.arange(tk)[None, :] <= mx.arange(tq)[:, None] + (tk - tq)
+        s = mx.where(keep, s, mx.array(np.finfo(np.float32).min))
+        return mx.softmax(s, axis=-1) @ v
+
+    got = mx.fast.scaled_dot_product_attention(*args, scale=0.3, mask="causal")
+    close(got, np.array(reference(*args)), 1e-5, 1e-5)
+    f = lambda q, k, v: (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask="causal") * ct).sum()
+    g = lambda q, k, v: (reference(q, k, v) * ct).sum()
+    for a, e in zip(mx.grad(f, argnums=(0, 1, 2))(*args), mx.grad(g, argnums=(0, 1, 2))(*args)):
+        close(a, np.array(e), 1e-4, 1e-4)
+
+
+def test_sdpa_gradients_without_queries():
+    q, k, v = mx.zeros((1, 2, 0, 4)), mx.array(randn(1, 2, 5, 4)), mx.array(randn(1, 2, 5, 4))
+    f = lambda q, k, v: mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5).sum()
+    dq, dk, dv = mx.grad(f, argnums=(0, 1, 2))(q, k, v)
+    assert dq.shape == (1, 2, 0, 4)
+    np.testing.assert_array_equal(np.array(dk), np.zeros((1, 2, 5, 4)))
+    np.testing.assert_array_equal(np.array(dv), np.zeros((1, 2, 5, 4)))
+
+
+def test_sdpa_gradients_of_fully_masked_boolean_rows():
+    # A row with every key masked weighs them equally; its scores are
+    # constants, so nothing flows back to q or k through them.
+    q, k, v = (mx.array(randn(1, 2, 4, 8)) for _ in range(3))
+    m = RNG.random((4, 4)) > 0.4
+    m[1] = False
+    m[2, 0] = True
+    ct = mx.array(randn(1, 2, 4, 8))
+
+    def reference(q, k, v):
+        s = mx.where(mx.array(m), (q @ k.swapaxes(-1, -2)) * 0.5, mx.array(np.finfo(np.float32).min))
+        return mx.softmax(s, axis=-1) @ v
+
+    f = lambda q, k, v: (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask=mx.array(m)) * ct).sum()
+    g = lambda q, k, v: (reference(q, k, v) * ct).sum()
+    for a, e in zip(mx.grad(f, argnums=(0, 1, 2))(q, k, v), mx.grad(g, argnums=(0, 1, 2))(q, k, v)):
+        close(a, np.array(e), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("mask", [None, "causal"])
+def test_sdpa_gradients_one_kv_head(mask):
+    # A single (batch, kv head) pair, fewer tasks than threads: the backward
+    # runs its blocks one after another with each product split over the pool.
+    q, k, v = randn(1, 4, 150, 8), randn(1, 1, 2100, 8), randn(1, 1, 2100, 8)
+    s = mx.array(randn(4))
+    ct = mx.array(randn(1, 4, 150, 8))
+    args = (mx.array(q), mx.array(k), mx.array(v), s)
+    f = lambda q, k, v, s: (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=mask, sinks=s) * ct).sum()
+    g = lambda q, k, v, s: (mx_sdpa(q, k, v, 0.3, mask, s) * ct).sum()
+    got = mx.grad(f, argnums=(0, 1, 2, 3))(*args)
+    expected = mx.grad(g, argnums=(0, 1, 2, 3))(*args)
+    for a, e in zip(got, expected):
+        close(a, np.array(e), 1e-4, 1e-4)

@@ -49,7 +49,7 @@ def close(actual, expected, rtol=2e-4):
 
 
 LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 25, 31, 32, 37, 49, 64, 97, 100, 127, 128,
-           210, 243, 256, 509, 1000, 1021, 1024, 4103]
+           210, 243, 256, 509, 1000, 1021, 1024, 2026, 4103]
 LARGE = [2**16, 3**9, 10007, 65537, 2**20 + 7]
 
 
@@ -688,3 +688,14 @@ def test_fft_graphs_do_not_leak():
         gc.collect()
         mx.synchronize()
         assert mx.get_active_memory() == base
+
+
+@pytest.mark.parametrize("n", [1021, 2026])
+def test_large_prime_factor_along_columns(engine, n):
+    # Lengths with a large prime factor run Bluestein (on FFTW's transforms
+    # when it is loaded), also along an inner axis and for the 2-D forms.
+    x = crand((n, 5), seed=n)
+    close(mx.fft.fft(mx.array(x), axis=0), np.fft.fft(x.astype(np.complex128), axis=0))
+    r = rrand((n, 6), seed=n + 1)
+    close(mx.fft.rfft2(mx.array(r)), np.fft.rfft2(r.astype(np.float64)))
+    close(mx.fft.fft2(mx.array(r)), np.fft.fft2(r.astype(np.float64)))

@@ -266,11 +266,27 @@ Strides swapped_strides(const Shape& sh) {
 }
 
 // `a` in the swapped layout, copied there if it is not (a broadcast cotangent).
+// The copy walks the layout's memory order, (N, S..., C), so that it writes
+// contiguously: in a's own order consecutive writes land a whole (S..., C)
+// apart (the ResNet-stage weight gradient spent 11% of its time there).
 array as_swapped(const array& a) {
   if (is_swapped_view(a)) return a;
+  const int nd = a.ndim();
+  Shape order{a.shape(nd - 1)};
+  Strides order_strides{a.strides()[nd - 1]};
+  for (int d = 1; d < nd - 1; ++d) {
+    order.push_back(a.shape(d));
+    order_strides.push_back(a.strides()[d]);
+  }
+  order.push_back(a.shape(0));
+  order_strides.push_back(a.strides()[0]);
+  array view = array::empty(order, a.dtype());
+  view.copy_shared_buffer(a, order_strides, Flags{false, false, false}, a.data_size());
+  view.set_status(Status::available);
+  array stored = array::empty(order, a.dtype());
+  cpu::copy_contiguous(view, stored);
   array out = array::empty(a.shape(), a.dtype());
-  out.set_data(allocator::allocate(out.nbytes()));
-  cpu::copy_strided(a, out, swapped_strides(a.shape()), 0);
+  out.copy_shared_buffer(stored, swapped_strides(a.shape()), Flags{true, false, false}, a.size());
   out.set_status(Status::available);
   return out;
 }

@@ -60,6 +60,8 @@ struct Plan {
 
 std::shared_ptr<const Plan> get_plan(int64_t n, bool inverse);
 
+bool fftw_in_use(); // the dispatch's choice (below)
+
 std::shared_ptr<Plan> make_plan(int64_t n, bool inverse) {
   auto plan = std::make_shared<Plan>();
   plan->n = n;
@@ -85,8 +87,15 @@ std::shared_ptr<Plan> make_plan(int64_t n, bool inverse) {
   }
   plan->bluestein = true;
   plan->factors.clear();
-  int64_t m = 1;
-  while (m < 2 * n - 1) m <<= 1;
+  // The convolution's length: the smallest 2^a 3^b >= 2n - 1 (both engines
+  // have radix-2/3/4 kernels), up to a third shorter than a power of two
+  // (10007: 20736 against 32768).
+  int64_t m = int64_t{1} << 62;
+  for (int64_t p3 = 1; p3 < 2 * (2 * n - 1); p3 *= 3) {
+    int64_t v = p3;
+    while (v < 2 * n - 1) v <<= 1;
+    m = std::min(m, v);
+  }
   plan->m = m;
   plan->chirp.resize(n);
   for (int64_t k = 0; k < n; ++k) {
@@ -124,6 +133,16 @@ std::shared_ptr<const Plan> get_plan(int64_t n, bool inverse) {
   return cache.emplace(std::make_pair(n, inverse), plan).first->second;
 }
 
+// Bluestein's power-of-two transforms: FFTW's where it is in use (about 3x
+// the own radix-4 loops), so a length with a large prime factor runs as two
+// FFTW transforms of length m instead of FFTW's own Rader plan, which for
+// primes like 10007 (10006 = 2 x 5003) recurses into further primes and
+// trailed pocketfft's Bluestein by 1.4-2.5x.
+void power_of_two(const Plan& plan, const cfloat* in, cfloat* out) {
+  if (fftw_in_use() && fft::fftw::c2c(in, out, 1, plan.n, 1, plan.sign > 0)) return;
+  plan.execute(in, 1, out, nullptr);
+}
+
 void Plan::execute(const cfloat* in, int64_t in_stride, cfloat* out, cfloat* scratch) const {
   if (n == 1) {
     out[0] = in[0];
@@ -137,9 +156,9 @@ void Plan::execute(const cfloat* in, int64_t in_stride, cfloat* out, cfloat* scr
   cfloat* spec = scratch + m;
   for (int64_t k = 0; k < n; ++k) a[k] = in[k * in_stride] * chirp[k];
   std::fill(a + n, a + m, cfloat(0, 0));
-  sub_forward->execute(a, 1, spec, nullptr);
+  power_of_two(*sub_forward, a, spec);
   for (int64_t k = 0; k < m; ++k) spec[k] *= filter[k];
-  sub_inverse->execute(spec, 1, a, nullptr);
+  power_of_two(*sub_inverse, spec, a);
   for (int64_t k = 0; k < n; ++k) out[k] = a[k] * chirp[k];
 }
 
@@ -372,6 +391,12 @@ bool use_fftw() {
 
 } // namespace
 
+namespace native {
+namespace {
+bool fftw_in_use() { return use_fftw(); }
+} // namespace
+} // namespace native
+
 void set_backend(const std::string& name) {
   if (name == "auto") {
     backend() = Backend::automatic;
@@ -390,28 +415,52 @@ void set_backend(const std::string& name) {
 
 std::string backend_name() { return use_fftw() ? "fftw" : "native"; }
 
+namespace {
+// Whether n has a prime factor of at least kBluesteinPrime: such lengths
+// run the own Bluestein on FFTW's power-of-two transforms (native::c2c
+// and friends route them there) rather than FFTW's Rader plans.
+bool large_prime_factor(int64_t n) {
+  // Measured from 1009 up; smaller primes stay on FFTW as before.
+  constexpr int64_t kBluesteinPrime = 1000;
+  int64_t rest = n;
+  for (int64_t p = 2; p * p <= rest; ++p) {
+    while (rest % p == 0) rest /= p;
+  }
+  if (rest < kBluesteinPrime) return false;
+  // rest is n's largest prime factor. FFTW's Rader plan for it is a
+  // transform of length rest - 1: fast when that is 5-smooth (65537:
+  // 110 ms against 299 for Bluestein, 64 rows), slow otherwise.
+  int64_t r = rest - 1;
+  for (int64_t p : {2, 3, 5}) {
+    while (r % p == 0) r /= p;
+  }
+  return r != 1;
+}
+bool fftw_for(int64_t n) { return use_fftw() && !large_prime_factor(n); }
+} // namespace
+
 void c2c(const cfloat* in, cfloat* out, int64_t outer, int64_t n, int64_t inner, bool inverse) {
-  if (use_fftw() && fftw::c2c(in, out, outer, n, inner, inverse)) return;
+  if (fftw_for(n) && fftw::c2c(in, out, outer, n, inner, inverse)) return;
   native::c2c(in, out, outer, n, inner, inverse);
 }
 
 void r2c(const float* in, cfloat* out, int64_t outer, int64_t n, int64_t inner) {
-  if (use_fftw() && fftw::r2c(in, out, outer, n, inner)) return;
+  if (fftw_for(n) && fftw::r2c(in, out, outer, n, inner)) return;
   native::r2c(in, out, outer, n, inner);
 }
 
 void c2r(const cfloat* in, float* out, int64_t outer, int64_t n, int64_t inner) {
-  if (use_fftw() && fftw::c2r(in, out, outer, n, inner)) return;
+  if (fftw_for(n) && fftw::c2r(in, out, outer, n, inner)) return;
   native::c2r(in, out, outer, n, inner);
 }
 
 bool r2c_full_rows(const float* in, cfloat* out, int64_t rows, int64_t n) {
-  return use_fftw() && fftw::r2c_full_rows(in, out, rows, n);
+  return fftw_for(n) && fftw::r2c_full_rows(in, out, rows, n);
 }
 
 bool c2c_partial_columns(const cfloat* in, cfloat* out, int64_t outer, int64_t m, int64_t inner,
                          int64_t seg, int64_t used, bool inverse) {
-  return use_fftw() && fftw::c2c_partial_columns(in, out, outer, m, inner, seg, used, inverse);
+  return fftw_for(m) && fftw::c2c_partial_columns(in, out, outer, m, inner, seg, used, inverse);
 }
 
 } // namespace loom::cpu::fft

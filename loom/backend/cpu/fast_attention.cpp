@@ -1,0 +1,375 @@
+// CPU kernels of mx.fast.scaled_dot_product_attention, forward and backward.
+// Each head runs as BLAS products (cpu::gemm) around a softmax over a block
+// of query rows whose scores stay in cache; the backward recomputes the
+// scores block by block rather than storing them, so memory stays
+// O(L * block), never L x L. Half precision computes in float32 and rounds
+// once at the end; float64 in double.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/fast.h"
+#include "loom/backend/cpu/gemm.h"
+#include "loom/backend/cpu/thread_pool.h"
+#include "loom/primitives/elementwise_scalar.h"
+#include "loom/primitives/fast.h"
+#include "loom/types/dispatch.h"
+
+namespace loom {
+
+using namespace cpu::fast_kernels;
+
+// Attention --------------------------------------------------------------------------
+
+namespace {
+
+// Inside a parallel region each product runs on its thread (cpu::gemm does
+// not split nested calls); outside one it is split over the pool.
+template <typename C>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, C alpha, const C* a, int64_t lda,
+          const C* b, int64_t ldb, C beta, C* c, int64_t ldc) {
+  cpu::gemm<C>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Reductions over a row in independent lanes, so that they vectorise (one
+// accumulator is a serial chain).
+template <typename C>
+C lane_max(const C* x, int64_t n) {
+  constexpr int64_t L = 16;
+  C lanes[L];
+  for (int64_t l = 0; l < L; ++l) lanes[l] = -std::numeric_limits<C>::infinity();
+  const int64_t full = n - n % L;
+  for (int64_t j = 0; j < full; j += L) {
+    for (int64_t l = 0; l < L; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
+  }
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = full; j < n; ++j) m = x[j] > m ? x[j] : m;
+  for (int64_t l = 0; l < L; ++l) m = lanes[l] > m ? lanes[l] : m;
+  return m;
+}
+
+// e^y for y <= 0 (the scores less their row's maximum). Below e^-87 the
+// weight is flushed to 0: next to the maximum's weight of 1 it is under
+// 1e-38, and skipping exp_f32's subnormal and overflow handling makes the
+// softmax's exponentials a quarter cheaper. NaN stays NaN.
+template <typename C>
+C shifted_exp(C y) {
+  if constexpr (std::is_same_v<C, float>) {
+    const float e = scalar::exp_f32_bounded(y < -87.0f ? -87.0f : y);
+    return y < -87.0f ? 0.0f : e;
+  } else {
+    return std::exp(y);
+  }
+}
+
+// x[j] = exp(x[j] - shift), returning the sum, in lanes.
+template <typename C>
+C exp_sum(C* x, int64_t n, C shift) {
+  constexpr int64_t L = 16;
+  C lanes[L] = {};
+  const int64_t full = n - n % L;
+  for (int64_t j = 0; j < full; j += L) {
+    for (int64_t l = 0; l < L; ++l) {
+      x[j + l] = shifted_exp<C>(x[j + l] - shift);
+      lanes[l] += x[j + l];
+    }
+  }
+  C total = 0;
+  for (int64_t j = full; j < n; ++j) {
+    x[j] = shifted_exp<C>(x[j] - shift);
+    total += x[j];
+  }
+  for (int64_t l = 0; l < L; ++l) total += lanes[l];
+  return total;
+}
+
+// What the forward and backward share: the inputs in the compute type and
+// the recomputation of a block of one head's probabilities.
+template <typename C>
+struct Attention {
+  int64_t B, Nq, Nkv, Tq, Tk, D, Dv, groups;
+  float scale;
+  bool causal;
+  Dense<C> q, k, v, sinks;
+  bool has_sinks = false;
+  // The mask (bool or additive), a broadcast view of shape (B, Nq, Tq, Tk).
+  const array* mask = nullptr;
+
+  // Keys that rows [i0, i0 + rows) can see: with a causal mask the keys past
+  // the block's last row get probability exactly 0 (exp of the lowest finite
+  // value minus a finite maximum), so the products skip them. A row that
+  // sees no key at all weighs every key equally (MLX): then all of them.
+  int64_t visible_keys(int64_t i0, int64_t rows) const {
+    if (!causal || i0 + Tk - Tq < 0) return Tk;
+    return std::min(Tk, i0 + rows + Tk - Tq);
+  }
+
+  // Rows [i0, i0 + rows) of P (Tq x Tk) of head (b, h) over the first `kn`
+  // keys, with leading dimension kn, and the sink's probability per row if
+  // any: a block of queries whose scores stay in cache between the products
+  // around the softmax.
+  void probabilities(int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t kn, C* P,
+                     C* sink_p) const {
+    const C* Q = q.ptr + ((b * Nq + h) * Tq + i0) * D;
+    const C* K = k.ptr + (b * Nkv + h / groups) * Tk * D;
+    gemm<C>(false, true, rows, kn, D, static_cast<C>(scale), Q, D, K, D, C(0), P, kn);
+    // Boolean and causal masks write the lowest finite value, as MLX does: a
+    // row with every key masked then weighs them equally (or gives all its
+    // weight to a sink) instead of turning into NaN.
+    const C masked = std::numeric_limits<C>::lowest();
+    const C sink = has_sinks ? sinks.ptr[h] : -std::numeric_limits<C>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      C* row = P + r * kn;
+      if (mask != nullptr) {
+        const Strides& st = mask->strides();
+        const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
+        if (mask->dtype() == bool_) {
+          const bool* m = mask->data<bool>() + base;
+          for (int64_t j = 0; j < kn; ++j) row[j] = m[j * st[3]] ? row[j] : masked;
+        } else {
+          dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
+            using M = decltype(mt);
+            const M* m = mask->data<M>() + base;
+            for (int64_t j = 0; j < kn; ++j) row[j] += static_cast<C>(m[j * st[3]]);
+          });
+        }
+      }
+      if (causal) {
+        const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
+        for (int64_t j = std::max<int64_t>(last + 1, 0); j < kn; ++j) row[j] = masked;
+      }
+      const C mx = std::max(sink, lane_max(row, kn));
+      const C sink_e = has_sinks ? exp_of<C>(sink - mx) : C(0);
+      const C inv = C(1) / (sink_e + exp_sum(row, kn, mx));
+      for (int64_t j = 0; j < kn; ++j) row[j] *= inv;
+      if (sink_p != nullptr) sink_p[r] = sink_e * inv;
+    }
+  }
+
+  // A masked score does not depend on q or k: its entries of dS are 0. Only
+  // a row that sees no key has weight there (elsewhere P is exactly 0).
+  void clear_masked(int64_t b, int64_t h, int64_t i, C* ds, int64_t kn) const {
+    if (causal && i + Tk - Tq < 0) {
+      std::fill(ds, ds + kn, C(0));
+    } else if (mask != nullptr && mask->dtype() == bool_) {
+      const Strides& st = mask->strides();
+      const bool* m = mask->data<bool>() + b * st[0] + h * st[1] + i * st[2];
+      for (int64_t j = 0; j < kn; ++j) ds[j] = m[j * st[3]] ? ds[j] : C(0);
+    }
+  }
+
+  // Query rows per block: about 512 KiB of scores, so a block fits in L2.
+  int64_t block_rows() const {
+    // (128K to 1M scores per block measured within 2% at L 1024: the
+    // products' packing, not the cache, sets the pace.)
+    const int64_t rows = std::max<int64_t>(16, (int64_t{1} << 17) / std::max<int64_t>(Tk, 1));
+    return std::min(rows, std::max<int64_t>(Tq, 1));
+  }
+
+  // Runs worker(next) on every pool thread, where next() hands out task
+  // indices [0, count) (then -1) to whichever thread asks first: on a loaded
+  // machine a thread that was descheduled takes fewer tasks instead of
+  // holding the others up at the end (a static split lost half the time).
+  // Each worker owns its scratch buffers for all its tasks; its products
+  // run on its thread. With fewer tasks than threads they run on the
+  // calling thread, each product split over the pool by cpu::gemm.
+  template <typename Worker>
+  void for_tasks(int64_t count, Worker&& worker) const {
+    const int threads = cpu::num_threads();
+    if (threads > 1 && count >= threads && !cpu::in_parallel_region()) {
+      std::atomic<int64_t> next{0};
+      cpu::parallel_chunks(static_cast<size_t>(threads), [&](size_t) {
+        worker([&]() -> int64_t {
+          const int64_t t = next.fetch_add(1);
+          return t < count ? t : -1;
+        });
+      });
+    } else {
+      int64_t t = 0;
+      worker([&]() -> int64_t { return t < count ? t++ : -1; });
+    }
+  }
+};
+
+template <typename T, typename C>
+Attention<C> attention_inputs(const std::vector<array>& inputs, float scale,
+                              const std::string& mode, bool has_sinks) {
+  Attention<C> a;
+  const array& q = inputs[0];
+  const array& k = inputs[1];
+  const array& v = inputs[2];
+  a.B = q.shape(0);
+  a.Nq = q.shape(1);
+  a.Nkv = k.shape(1);
+  a.Tq = q.shape(2);
+  a.Tk = k.shape(2);
+  a.D = q.shape(3);
+  a.Dv = v.shape(3);
+  a.groups = a.Nq / a.Nkv;
+  a.scale = scale;
+  a.causal = mode == "causal";
+  a.q = dense<T, C>(q);
+  a.k = dense<T, C>(k);
+  a.v = dense<T, C>(v);
+  size_t next = 3;
+  if (mode == "array") a.mask = &inputs[next++];
+  if (has_sinks) {
+    a.sinks = dense<T, C>(inputs[next++]);
+    a.has_sinks = true;
+  }
+  return a;
+}
+
+template <typename T, typename C>
+void store(const C* src, T* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+}
+
+// Where a gradient is accumulated: the output itself when it has the
+// compute type, else a buffer rounded into it at the end.
+template <typename T, typename C>
+struct Accumulator {
+  std::vector<C> owned;
+  C* ptr;
+  explicit Accumulator(array& out) {
+    if constexpr (std::is_same_v<T, C>) {
+      ptr = out.data<C>();
+    } else {
+      owned.resize(out.size());
+      ptr = owned.data();
+    }
+  }
+  void finish(array& out) const {
+    if constexpr (!std::is_same_v<T, C>) store(ptr, out.data<T>(), out.size());
+  }
+};
+
+} // namespace
+
+void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
+                                         std::vector<array>& outputs) {
+  array& out = outputs[0];
+  out.set_data(allocator::allocate(out.nbytes()));
+  if (out.size() == 0) return;
+  dispatch_float(out.dtype(), "scaled_dot_product_attention", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
+    T* po = out.data<T>();
+    const int64_t block = a.block_rows();
+    const int64_t blocks = (a.Tq + block - 1) / block;
+    const int64_t heads = a.B * a.Nq;
+    // One task per (head, query block), the last blocks first: under a
+    // causal mask they see the most keys, so the cheap ones fill in last.
+    a.for_tasks(heads * blocks, [&](auto next) {
+      std::vector<C> P(block * a.Tk), O(std::is_same_v<T, C> ? 0 : block * a.Dv);
+      for (int64_t t = next(); t >= 0; t = next()) {
+        const int64_t bh = t % heads, i0 = (blocks - 1 - t / heads) * block;
+        const int64_t b = bh / a.Nq, h = bh % a.Nq;
+        const C* V = a.v.ptr + (b * a.Nkv + h / a.groups) * a.Tk * a.Dv;
+        const int64_t rows = std::min(block, a.Tq - i0);
+        const int64_t kn = a.visible_keys(i0, rows);
+        a.probabilities(b, h, i0, rows, kn, P.data(), nullptr);
+        T* dst = po + (bh * a.Tq + i0) * a.Dv;
+        if constexpr (std::is_same_v<T, C>) {
+          gemm<C>(false, false, rows, a.Dv, kn, C(1), P.data(), kn, V, a.Dv, C(0), dst, a.Dv);
+        } else {
+          gemm<C>(false, false, rows, a.Dv, kn, C(1), P.data(), kn, V, a.Dv, C(0), O.data(), a.Dv);
+          store(O.data(), dst, rows * a.Dv);
+        }
+      }
+    });
+  });
+}
+
+void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
+                                            std::vector<array>& outputs) {
+  for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
+  const size_t n = inputs.size();
+  dispatch_float(outputs[0].dtype(), "scaled_dot_product_attention", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Acc<T>;
+    auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
+    Dense<C> O = dense<T, C>(inputs[n - 2]);
+    Dense<C> dO = dense<T, C>(inputs[n - 1]);
+    // Each task's first block writes its dK and dV rows with beta 0 (and
+    // zeroes those a causal first block does not reach): no pass to clear them.
+    Accumulator<T, C> dq(outputs[0]), dk(outputs[1]), dv(outputs[2]);
+    std::vector<C> dsink_parts(a.B * a.Nq, C(0));
+    if (a.Tq == 0) { // no query: no block to write the key gradients
+      std::fill(dk.ptr, dk.ptr + outputs[1].size(), C(0));
+      std::fill(dv.ptr, dv.ptr + outputs[2].size(), C(0));
+    }
+    const int64_t block = a.block_rows();
+    // One task per (batch, kv head): the query heads sharing it add into
+    // its dK and dV in turn, so no two tasks write the same memory.
+    a.for_tasks(a.B * a.Nkv, [&](auto next) {
+      std::vector<C> P(block * a.Tk), dP(block * a.Tk), rowdot(block), sink_p(block);
+      for (int64_t bk = next(); bk >= 0; bk = next()) {
+        const int64_t b = bk / a.Nkv, hk = bk % a.Nkv;
+        const C* K = a.k.ptr + bk * a.Tk * a.D;
+        const C* V = a.v.ptr + bk * a.Tk * a.Dv;
+        C* dK = dk.ptr + bk * a.Tk * a.D;
+        C* dV = dv.ptr + bk * a.Tk * a.Dv;
+        for (int64_t h = hk * a.groups; h < (hk + 1) * a.groups; ++h) {
+          for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
+            const int64_t rows = std::min(block, a.Tq - i0);
+            const int64_t kn = a.visible_keys(i0, rows);
+            a.probabilities(b, h, i0, rows, kn, P.data(), a.has_sinks ? sink_p.data() : nullptr);
+            const int64_t at = (b * a.Nq + h) * a.Tq + i0; // first row of the block
+            const C* Q = a.q.ptr + at * a.D;
+            const C* Oh = O.ptr + at * a.Dv;
+            const C* dOh = dO.ptr + at * a.Dv;
+            const bool first = h == hk * a.groups && i0 == 0;
+            const C acc = first ? C(0) : C(1);
+            if (first) {
+              std::fill(dK + kn * a.D, dK + a.Tk * a.D, C(0));
+              std::fill(dV + kn * a.Dv, dV + a.Tk * a.Dv, C(0));
+            }
+            // dV += P^T dO; dP = dO V^T.
+            gemm<C>(true, false, kn, a.Dv, rows, C(1), P.data(), kn, dOh, a.Dv, acc, dV, a.Dv);
+            gemm<C>(false, true, rows, kn, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), kn);
+            // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
+            for (int64_t r = 0; r < rows; ++r) {
+              C d = 0;
+              for (int64_t j = 0; j < a.Dv; ++j) d += dOh[r * a.Dv + j] * Oh[r * a.Dv + j];
+              rowdot[r] = d;
+              const C* prow = P.data() + r * kn;
+              C* drow = dP.data() + r * kn;
+              for (int64_t j = 0; j < kn; ++j) drow[j] = prow[j] * (drow[j] - d);
+              a.clear_masked(b, h, i0 + r, drow, kn);
+            }
+            if (a.has_sinks) {
+              for (int64_t r = 0; r < rows; ++r) {
+                dsink_parts[b * a.Nq + h] -= sink_p[r] * rowdot[r];
+              }
+            }
+            // dQ = scale dS K; dK += scale dS^T Q.
+            gemm<C>(false, false, rows, a.D, kn, static_cast<C>(scale_), dP.data(), kn, K, a.D,
+                    C(0), dq.ptr + at * a.D, a.D);
+            gemm<C>(true, false, kn, a.D, rows, static_cast<C>(scale_), dP.data(), kn, Q, a.D, acc,
+                    dK, a.D);
+          }
+        }
+      }
+    });
+    dq.finish(outputs[0]);
+    dk.finish(outputs[1]);
+    dv.finish(outputs[2]);
+    if (has_sinks_) {
+      std::vector<C> dsinks(a.Nq, C(0));
+      for (int64_t b = 0; b < a.B; ++b) {
+        for (int64_t h = 0; h < a.Nq; ++h) dsinks[h] += dsink_parts[b * a.Nq + h];
+      }
+      store(dsinks.data(), outputs[3].data<T>(), dsinks.size());
+    }
+  });
+}
+
+} // namespace loom
