@@ -276,9 +276,7 @@ struct Erf {
     else
       return std::erf(x);
   }
-  static void block(const float* x, float* y, size_t n) {
-    split_block<erf_f32_small, erf_in_small_range, erf_f32>(x, y, n);
-  }
+  static void block(const float* x, float* y, size_t n) { erf_block(x, y, n); }
   static array derivative(const UnaryChain& c);
 };
 

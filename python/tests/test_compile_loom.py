@@ -350,3 +350,52 @@ def test_fused_float32_chain_is_bitwise_eager(shape):
     got = mx.compile(f)(x, y)
     for w, g in zip(want, got):
         assert np.array_equal(np.array(g), np.array(w))
+
+
+# Divisors a fused float32 loop may turn into a multiplication (normal powers
+# of two) and ones it must not (a subnormal power whose reciprocal overflows,
+# the largest power, non-powers, zero, infinities, NaN).
+DIVISORS = [2.0, 0.5, -4.0, 2.0**-126, 2.0**127, 2.0**-149, 2.0**-130, 3.0, 1.4142135, 0.0,
+            -0.0, float("inf"), float("nan")]
+
+
+@pytest.mark.parametrize("divisor", DIVISORS)
+def test_fused_division_by_scalar_is_bitwise_eager(divisor):
+    # Quotients that are subnormal, overflow, or divide specials: the same
+    # bits as the eager division whichever loop the fused region runs.
+    tiny = np.float32(2.0**-149)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, 3.4e38, -3.4e38,
+                        1.1754944e-38, 1e-30, 7.0], np.float32)
+    rng = np.random.default_rng(3)
+    x = np.concatenate([special, rng.standard_normal(5000).astype(np.float32)
+                        * np.exp2(rng.integers(-140, 127, 5000)).astype(np.float32)])
+    a = mx.array(x)
+
+    def f(v):
+        return (v * 1.0) / divisor + 0.0
+
+    want = np.array(f(a)).view(np.uint32)
+    got = np.array(mx.compile(f)(a)).view(np.uint32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fused_erf_pieces_mixing_ranges_are_bitwise_eager():
+    # erf's block runs only the small-argument polynomial on pieces whose
+    # values all lie below its split: pieces entirely below, entirely above,
+    # mixed, with NaN or infinities, and a partial last piece.
+    split = np.float32(0.921875)
+    below = np.nextafter(split, np.float32(0))
+    pieces = [np.full(256, below, np.float32), np.full(256, split, np.float32),
+              np.linspace(-0.9, 0.9, 256, dtype=np.float32),
+              np.linspace(-5, 5, 256, dtype=np.float32),
+              np.array([0.1] * 255 + [np.nan], np.float32),
+              np.array([0.1] * 128 + [-np.inf] + [0.2] * 127, np.float32),
+              np.array([-0.0, 0.0, 1e-45, -1e-45] * 10, np.float32)]
+    x = mx.array(np.concatenate(pieces))
+
+    def f(v):
+        return mx.erf(v * 1.0) + 0.0
+
+    want = np.array(f(x))
+    got = np.array(mx.compile(f)(x))
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
