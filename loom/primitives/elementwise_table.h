@@ -204,6 +204,8 @@ struct Exp {
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
       return exp_f32(x);
+    else if constexpr (std::is_same_v<C, double>)
+      return exp_f64(x);
     else
       return std::exp(x);
   }
@@ -216,6 +218,8 @@ struct Log {
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
       return log_f32(x);
+    else if constexpr (std::is_same_v<C, double>)
+      return log_f64(x);
     else
       return std::log(x);
   }

@@ -323,3 +323,57 @@ def test_inverse_functions_layouts_and_halves(name):
         np.testing.assert_allclose(np.array(out.astype(mx.float32)),
                                    round_to(reference(ref, xh.astype(np.float32)), dtype),
                                    rtol=spacing * 1.01, atol=1e-6)
+
+
+# --- float64 exp and log: vectorised kernels within 1 ulp -------------------
+
+def magnitudes64(lo_exp, hi_exp, signed=True, per_binade=40, seed=0):
+    r = np.random.default_rng(seed)
+    e = np.arange(lo_exp, hi_exp + 1, dtype=np.float64)
+    x = (r.uniform(1.0, 2.0, (len(e), per_binade)) * np.exp2(e)[:, None]).ravel()
+    return np.concatenate([x, -x]) if signed else x
+
+
+def ulp_errors64(got, x, ref):
+    """|got - ref(x)| in float64 ulps, ref evaluated in long double."""
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.longdouble))
+        want64 = want.astype(np.float64)
+    finite = np.isfinite(want64) & np.isfinite(got)
+    sp = np.maximum(np.spacing(np.abs(np.where(finite, want64, 1.0))), 5e-324)
+    err = np.abs(got.astype(np.longdouble) - np.where(finite, want, 0)) / sp
+    return np.where(finite, err, 0.0).astype(np.float64), want64
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name,wide", [("exp", (-1074, 9, True)), ("log", (-1074, 1023, False))])
+def test_float64_ulp_wide_range(name, wide):
+    if np.finfo(np.longdouble).nmant < 60:
+        pytest.skip("needs an extended long double for the reference")
+    x = magnitudes64(*wide)
+    x = np.concatenate([x, [709.78, 709.79, -708.4, -745.1, -745.2, 1e-300, 5e-324, 1.7e308]])
+    x = np.abs(x) if name == "log" else x
+    got = np.array(getattr(mx, name)(mx.array(x, dtype=mx.float64), stream=mx.cpu))
+    assert got.dtype == np.float64
+    err, want = ulp_errors64(got, x, getattr(np, name))
+    worst = int(np.argmax(err))
+    assert err[worst] <= 1.0, f"{name}({x[worst]!r}) is {err[worst]:.2f} ulp off"
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+@pytest.mark.loom_only  # MLX 0.32.4 computes float64 exp in float32 precision on the CPU
+@pytest.mark.parametrize("name", ["exp", "log"])
+def test_float64_specials_and_layouts(name):
+    f = getattr(mx, name)
+    s = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 5e-324, 1.7e308, 710.0, -746.0])
+    got = np.array(f(mx.array(s, dtype=mx.float64), stream=mx.cpu))
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(s)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    fin = ~np.isnan(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=3e-16, atol=0)
+    x = np.random.default_rng(5).uniform(0.01, 50.0, 3001)
+    a = mx.array(x, dtype=mx.float64)
+    want = getattr(np, name)(x)
+    for view, ref in ((a, want), (a[::2], want[::2]), (a[::-1], want[::-1])):
+        np.testing.assert_allclose(np.array(f(view, stream=mx.cpu)), ref, rtol=3e-16)
