@@ -2,7 +2,9 @@
 // compute types, wrap-around integer arithmetic, complex ordering, and
 // branch-free float32 exp, log, tanh and erf (within 2 ulp), log1p (1 ulp),
 // and expm1, sinh, cosh, sin, cos and tan (within 1 ulp, computed in double;
-// sin, cos and tan fall back to the C library past 2^40). Plain C++ with no
+// sin, cos and tan fall back to the C library past 2^40), the inverse
+// trigonometric and hyperbolic functions and erfinv (computed in double),
+// and float64 exp and log (within 1 ulp). Plain C++ with no
 // dependency on the rest of Loom, so every backend, the op table
 // (elementwise_table.h) and generated kernels include it alike.
 #pragma once
