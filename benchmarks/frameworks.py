@@ -506,6 +506,9 @@ class JaxFw(Framework):
         return self.jax.device_put(host, self.dev)
 
     def astype(self, x, dtype):
+        if dtype == "float64" and not self.jax.config.jax_enable_x64:
+            # JAX would silently keep float32.
+            raise self.unsupported("float64 without jax_enable_x64")
         return x.astype(getattr(self.m, dtype))
 
     def sync(self, out):

@@ -127,9 +127,9 @@ def build_eval_loop(iterations, eval_every_op):
 
 
 # --- memory-bound ---------------------------------------------------------------
-def build_unary(n, op):
+def build_unary(n, op, dtype="float32"):
     def build(fw):
-        x = fw.rand((n,))
+        x = fw.rand((n,), dtype)
         fn = fw.erf if op == "erf" else getattr(fw.m, op)
         return lambda: fn(x)
 
@@ -875,6 +875,10 @@ def all_workloads(quick=False):
     # issue 9: the float32 transcendentals at >= 80% of the copy rate
     for op in ("sin", "cos", "tanh", "log1p"):
         add(f"{op} {tag}", "memory", build_unary(n, op), bytes=2 * n * F32)
+    # issue 9: the vectorised inverse functions and float64 exp/log (were the C library)
+    add(f"arcsin {tag}", "memory", build_unary(n, "arcsin"), bytes=2 * n * F32)
+    for op in ("exp", "log"):
+        add(f"{op} {_human(n)} f64", "memory", build_unary(n, op, "float64"), bytes=2 * n * 8)
     gtag = _shape(gelu_shape)
     add(f"gelu {gtag} eager", "memory", build_gelu(gelu_shape, False), bytes=2 * gelu_values * F32)
     add(f"gelu {gtag} compiled", "memory", build_gelu(gelu_shape, True),

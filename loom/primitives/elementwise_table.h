@@ -204,6 +204,8 @@ struct Exp {
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
       return exp_f32(x);
+    else if constexpr (std::is_same_v<C, double>)
+      return exp_f64(x);
     else
       return std::exp(x);
   }
@@ -216,6 +218,8 @@ struct Log {
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
       return log_f32(x);
+    else if constexpr (std::is_same_v<C, double>)
+      return log_f64(x);
     else
       return std::log(x);
   }
@@ -420,7 +424,10 @@ struct ArcSin {
   LOOM_EW_ENTRY(ArcSin, inexact, input, true, "asin({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::asin(x);
+    if constexpr (std::is_same_v<C, float>)
+      return asin_f32(x);
+    else
+      return std::asin(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -429,7 +436,10 @@ struct ArcCos {
   LOOM_EW_ENTRY(ArcCos, inexact, input, true, "acos({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::acos(x);
+    if constexpr (std::is_same_v<C, float>)
+      return acos_f32(x);
+    else
+      return std::acos(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -438,7 +448,10 @@ struct ArcTan {
   LOOM_EW_ENTRY(ArcTan, inexact, input, true, "atan({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::atan(x);
+    if constexpr (std::is_same_v<C, float>)
+      return atan_f32(x);
+    else
+      return std::atan(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -447,7 +460,10 @@ struct ArcSinh {
   LOOM_EW_ENTRY(ArcSinh, inexact, input, true, "asinh({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::asinh(x);
+    if constexpr (std::is_same_v<C, float>)
+      return asinh_f32(x);
+    else
+      return std::asinh(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -456,7 +472,10 @@ struct ArcCosh {
   LOOM_EW_ENTRY(ArcCosh, inexact, input, true, "acosh({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::acosh(x);
+    if constexpr (std::is_same_v<C, float>)
+      return acosh_f32(x);
+    else
+      return std::acosh(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -465,7 +484,10 @@ struct ArcTanh {
   LOOM_EW_ENTRY(ArcTanh, inexact, input, true, "atanh({0})", false)
   template <typename C>
   C operator()(C x) const {
-    return std::atanh(x);
+    if constexpr (std::is_same_v<C, float>)
+      return atanh_f32(x);
+    else
+      return std::atanh(x);
   }
   static array derivative(const UnaryChain& c);
 };
@@ -495,12 +517,16 @@ struct Log1p {
   static array derivative(const UnaryChain& c);
 };
 
-// Scalar and not fused: its code form calls the double-precision routine.
+// Not fused: its code form calls the double-precision routine (float32
+// runs the vectorised erfinv_f32).
 struct ErfInv {
   LOOM_EW_ENTRY(ErfInv, real, input, false, "loom::scalar::erfinv_f64({0})", true)
   template <typename C>
   C operator()(C x) const {
-    return static_cast<C>(erfinv_f64(static_cast<double>(x)));
+    if constexpr (std::is_same_v<C, float>)
+      return erfinv_f32(x);
+    else
+      return static_cast<C>(erfinv_f64(static_cast<double>(x)));
   }
   static array derivative(const UnaryChain& c);
 };
@@ -876,7 +902,10 @@ struct ArcTan2 {
   LOOM_EW_ENTRY(ArcTan2, real, input, true, "atan2({0}, {1})", false)
   template <typename C>
   C operator()(C y, C x) const {
-    return std::atan2(y, x);
+    if constexpr (std::is_same_v<C, float>)
+      return atan2_f32(y, x);
+    else
+      return std::atan2(y, x);
   }
   static array derivative(const BinaryChain& c);
 };

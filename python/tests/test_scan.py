@@ -219,3 +219,53 @@ def test_float32_cumsum_nan_inf_and_empty():
     np.testing.assert_array_equal(np.array(mx.cumsum(mx.array(x))), np.cumsum(x))
     assert np.array(mx.cumsum(mx.zeros((0,)))).shape == (0,)
     assert np.array(mx.cumsum(mx.zeros((3, 0)), axis=1)).shape == (3, 0)
+
+
+def test_float32_cumsum_long_row_exact_and_deterministic():
+    # Integers below 2^24 add exactly in float32, so every chunk's carry (the
+    # look-back over chunk totals) is checked bit for bit; repeated calls give
+    # the same bits whichever thread summed which chunk.
+    n = (1 << 20) + 5
+    x = np.ones(n, dtype=np.float32)
+    for reverse in (False, True):
+        for inclusive in (True, False):
+            out = np.array(mx.cumsum(mx.array(x), reverse=reverse, inclusive=inclusive))
+            ref = _np_scan("cumsum", x.astype(np.float64), 0, reverse, inclusive)
+            np.testing.assert_array_equal(out, ref.astype(np.float32))
+    y = np.random.default_rng(11).standard_normal(3 << 20).astype(np.float32)
+    a = mx.array(y)
+    first = np.array(mx.cumsum(a))
+    for _ in range(4):
+        np.testing.assert_array_equal(np.array(mx.cumsum(a)), first)
+
+
+# --- float32 running max/min: the vectorised row loop -------------------------
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("n", [1, 5, 15, 16, 17, 33, 1000, 4099])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_float32_cummax_cummin_lengths(op, n, reverse, inclusive):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    x[::7] = np.round(x[::7])  # ties
+    out = np.array(getattr(mx, op)(mx.array(x), reverse=reverse, inclusive=inclusive))
+    np.testing.assert_array_equal(out, _np_scan(op, x, 0, reverse, inclusive))
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_float32_cummax_cummin_nan_inf_rows_and_views(op, reverse):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((37, 53)).astype(np.float32)
+    x[3, 20] = np.nan  # from there on (in scan order) the row is NaN
+    x[5, 40] = np.inf
+    x[6, 10] = -np.inf
+    x[8, 0:17] = np.nan
+    for axis in (0, 1):
+        out = np.array(getattr(mx, op)(mx.array(x), axis=axis, reverse=reverse))
+        np.testing.assert_array_equal(out, _np_scan(op, x, axis, reverse, True))
+    # Transposed and strided inputs.
+    out = np.array(getattr(mx, op)(mx.array(x).T, axis=1, reverse=reverse))
+    np.testing.assert_array_equal(out, _np_scan(op, x.T, 1, reverse, True))
+    out = np.array(getattr(mx, op)(mx.array(x)[:, ::3], axis=1, reverse=reverse))
+    np.testing.assert_array_equal(out, _np_scan(op, x[:, ::3], 1, reverse, True))

@@ -38,6 +38,11 @@ def sigmoid64(x):
     return special.expit(x)
 
 
+def erfinv64(x):
+    # SciPy returns +0 for -0; erfinv is odd, and MLX (like Loom) keeps the sign.
+    return np.where(x == 0, x, special.erfinv(x))
+
+
 # name, float64 reference, (lo_exp, hi_exp, signed) of the wide inputs,
 # Loom's ulp bound there, (lo_exp, hi_exp) of the inputs every
 # implementation (MLX included) handles within 4 ulp.
@@ -56,6 +61,13 @@ OPS = [
     ("cosh", np.cosh, (-149, 7, True), 1.0, (-20, 5)),
     ("erf", special.erf, (-149, 3, True), 2.0, (-20, 2)),
     ("sigmoid", sigmoid64, (-149, 7, True), 2.5, (-20, 5)),
+    ("arcsin", np.arcsin, (-149, -1, True), 1.0, (-20, -1)),
+    ("arccos", np.arccos, (-149, -1, True), 1.0, (-20, -1)),
+    ("arctan", np.arctan, (-149, 127, True), 1.0, (-20, 20)),
+    ("arcsinh", np.arcsinh, (-149, 127, True), 1.0, (-20, 20)),
+    ("arccosh", np.arccosh, (0, 127, False), 1.0, (0, 20)),
+    ("arctanh", np.arctanh, (-149, -1, True), 1.0, (-20, -1)),
+    ("erfinv", erfinv64, (-149, -1, True), 1.0, (-20, -2)),
 ]
 NAMES = [o[0] for o in OPS]
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, TINY, -TINY, 1.0, -1.0,
@@ -195,13 +207,16 @@ def test_trig_layouts(name, huge):
 
 @pytest.mark.loom_only
 @pytest.mark.parametrize("name", ["sin", "cos", "tan", "log1p", "expm1", "sinh", "cosh", "erf",
-                                  "tanh", "exp", "log", "sigmoid"])
+                                  "tanh", "exp", "log", "sigmoid", "arcsin", "arccos", "arctan",
+                                  "arcsinh", "arccosh", "arctanh"])
 def test_compiled_matches_eager_exactly(name):
     # One implementation: the fused tile executor runs the same kernels, so
     # the bits agree (huge arguments and specials included).
     x = np.concatenate([mixed_trig_input(3000), SPECIALS])
-    if name in ("log1p", "log"):
+    if name in ("log1p", "log", "arccosh"):
         x = np.abs(x)
+    if name in ("arcsin", "arccos", "arctanh"):
+        x = (x / np.float32(40)).astype(np.float32)  # mostly inside [-1, 1]
     f = getattr(mx, name)
 
     def fn(v):
@@ -236,3 +251,130 @@ def test_log1p_gradient():
     x = mx.array(np.array([0.0, 0.5, 3.0, -0.5], np.float32))
     g = mx.grad(lambda v: mx.log1p(v).sum())(x)
     np.testing.assert_allclose(np.array(g), 1.0 / (1.0 + np.array(x)), rtol=1e-6)
+
+
+# --- the vectorised inverse functions: edges, arctan2, layouts -------------
+
+def test_inverse_functions_domain_edges():
+    x = np.array([1.0, -1.0, np.nextafter(np.float32(1), np.float32(0)),
+                  -np.nextafter(np.float32(1), np.float32(0)), np.nextafter(np.float32(1), np.float32(2)),
+                  -1.5, 0.0, -0.0, TINY, 0.5, -0.5], np.float32)
+    for name, ref in [("arcsin", np.arcsin), ("arccos", np.arccos), ("arctanh", np.arctanh),
+                      ("erfinv", erfinv64), ("arccosh", np.arccosh)]:
+        got = np.array(getattr(mx, name)(mx.array(x)))
+        want = reference(ref, x)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want), err_msg=name)
+        fin = np.isfinite(want)
+        assert ulp_errors(got[fin], want[fin]).max() <= 1.0, name
+        np.testing.assert_array_equal(np.signbit(got[fin]), np.signbit(want[fin]), err_msg=name)
+
+
+def _atan2_grid():
+    r = np.random.default_rng(8)
+    mags = magnitudes(-149, 127, per_binade=20, seed=9)
+    y = r.permutation(mags)
+    # Half unrelated magnitudes, half near y (angles near pi/4 and 3pi/4).
+    near = np.clip(y[len(mags) // 2:] * r.uniform(0.5, 2.0, len(mags) - len(mags) // 2),
+                   -3e38, 3e38).astype(np.float32)
+    x = np.concatenate([r.permutation(mags[: len(mags) // 2]), near])
+    sv = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, TINY], np.float32)
+    ys, xs = np.meshgrid(sv, sv)
+    return np.concatenate([y, ys.ravel()]), np.concatenate([x, xs.ravel()])
+
+
+def test_arctan2_ulp_and_specials():
+    y, x = _atan2_grid()
+    got = np.array(mx.arctan2(mx.array(y), mx.array(x)))
+    with np.errstate(all="ignore"):
+        want = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=5e-6, atol=1e-30)
+    zero = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
+
+
+@pytest.mark.loom_only
+def test_arctan2_within_one_ulp():
+    y, x = _atan2_grid()
+    got = np.array(mx.arctan2(mx.array(y), mx.array(x)))
+    with np.errstate(all="ignore"):
+        want = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+    assert ulp_errors(got, want).max() <= 1.0
+
+
+@pytest.mark.parametrize("name", ["arcsin", "arctan", "arcsinh", "arctanh", "erfinv"])
+def test_inverse_functions_layouts_and_halves(name):
+    ref = dict((o[0], o[1]) for o in OPS)[name]
+    x = np.random.default_rng(12).uniform(-0.99, 0.99, 4097).astype(np.float32)
+    want = reference32(ref, x)
+    a = mx.array(x)
+    f = getattr(mx, name)
+    np.testing.assert_allclose(np.array(f(a)), want, rtol=3e-7, atol=1e-30)
+    np.testing.assert_allclose(np.array(f(a[::3])), want[::3], rtol=3e-7, atol=1e-30)
+    np.testing.assert_allclose(np.array(f(a[::-1])), want[::-1], rtol=3e-7, atol=1e-30)
+    m = mx.array(x[:4096].reshape(64, 64)).T
+    np.testing.assert_allclose(np.array(f(m)), want[:4096].reshape(64, 64).T, rtol=3e-7,
+                               atol=1e-30)
+    for dtype, spacing in (("float16", 2.0**-10), ("bfloat16", 2.0**-7)):
+        xh = round_to(x, dtype)
+        out = f(mx.array(xh.astype(np.float32)).astype(getattr(mx, dtype)))
+        assert out.dtype == getattr(mx, dtype)
+        np.testing.assert_allclose(np.array(out.astype(mx.float32)),
+                                   round_to(reference(ref, xh.astype(np.float32)), dtype),
+                                   rtol=spacing * 1.01, atol=1e-6)
+
+
+# --- float64 exp and log: vectorised kernels within 1 ulp -------------------
+
+def magnitudes64(lo_exp, hi_exp, signed=True, per_binade=40, seed=0):
+    r = np.random.default_rng(seed)
+    e = np.arange(lo_exp, hi_exp + 1, dtype=np.float64)
+    x = (r.uniform(1.0, 2.0, (len(e), per_binade)) * np.exp2(e)[:, None]).ravel()
+    return np.concatenate([x, -x]) if signed else x
+
+
+def ulp_errors64(got, x, ref):
+    """|got - ref(x)| in float64 ulps, ref evaluated in long double."""
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.longdouble))
+        want64 = want.astype(np.float64)
+    finite = np.isfinite(want64) & np.isfinite(got)
+    sp = np.maximum(np.spacing(np.abs(np.where(finite, want64, 1.0))), 5e-324)
+    err = np.abs(got.astype(np.longdouble) - np.where(finite, want, 0)) / sp
+    return np.where(finite, err, 0.0).astype(np.float64), want64
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name,wide", [("exp", (-1074, 9, True)), ("log", (-1074, 1023, False))])
+def test_float64_ulp_wide_range(name, wide):
+    if np.finfo(np.longdouble).nmant < 60:
+        pytest.skip("needs an extended long double for the reference")
+    x = magnitudes64(*wide)
+    x = np.concatenate([x, [709.78, 709.79, -708.4, -745.1, -745.2, 1e-300, 5e-324, 1.7e308]])
+    x = np.abs(x) if name == "log" else x
+    got = np.array(getattr(mx, name)(mx.array(x, dtype=mx.float64), stream=mx.cpu))
+    assert got.dtype == np.float64
+    err, want = ulp_errors64(got, x, getattr(np, name))
+    worst = int(np.argmax(err))
+    assert err[worst] <= 1.0, f"{name}({x[worst]!r}) is {err[worst]:.2f} ulp off"
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+@pytest.mark.loom_only  # MLX 0.32.4 computes float64 exp in float32 precision on the CPU
+@pytest.mark.parametrize("name", ["exp", "log"])
+def test_float64_specials_and_layouts(name):
+    f = getattr(mx, name)
+    s = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 5e-324, 1.7e308, 710.0, -746.0])
+    got = np.array(f(mx.array(s, dtype=mx.float64), stream=mx.cpu))
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(s)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    fin = ~np.isnan(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=3e-16, atol=0)
+    x = np.random.default_rng(5).uniform(0.01, 50.0, 3001)
+    a = mx.array(x, dtype=mx.float64)
+    want = getattr(np, name)(x)
+    for view, ref in ((a, want), (a[::2], want[::2]), (a[::-1], want[::-1])):
+        np.testing.assert_allclose(np.array(f(view, stream=mx.cpu)), ref, rtol=3e-16)

@@ -30,6 +30,7 @@
 #endif
 
 #include "loom/backend/cpu/copy.h"
+#include "loom/backend/cpu/reduce_extreme.h"
 #include "loom/backend/cpu/strided.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/primitives/elementwise_scalar.h"
@@ -277,6 +278,11 @@ Acc reduce_run(const In* x, int64_t n, int64_t stride) {
   if constexpr (is_extreme_v<Op> && std::is_same_v<Acc, float> && std::is_same_v<In, float>) {
     if (stride == 1) return extreme_f32<Op>(x, n);
   }
+#else
+  if constexpr (is_extreme_v<Op> && std::is_same_v<Acc, float> && std::is_same_v<In, float>) {
+    if (stride == 1 && n > 0 && cpu::has_avx2())
+      return cpu::extreme_f32_avx2(x, n, std::is_same_v<Op, MaxOp>);
+  }
 #endif
   if constexpr (is_half_v<In>) {
     if (stride == 1) {
@@ -432,6 +438,16 @@ void reduce_short_rows(Acc* out, int64_t os, const In* x, int64_t n, int64_t row
       out[j * os] = Op::apply(out[j * os], extreme_f32<Op>(x + j * row_stride, n));
     }
     return;
+  }
+#else
+  if constexpr (is_extreme_v<Op> && std::is_same_v<Acc, float> && std::is_same_v<In, float>) {
+    if (n > 0 && cpu::has_avx2()) {
+      for (int64_t j = 0; j < rows; ++j) {
+        out[j * os] = Op::apply(
+            out[j * os], cpu::extreme_f32_avx2(x + j * row_stride, n, std::is_same_v<Op, MaxOp>));
+      }
+      return;
+    }
   }
 #endif
   // Common small widths get a fixed-width loop the compiler can vectorise.

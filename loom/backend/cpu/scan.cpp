@@ -9,7 +9,6 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -120,48 +119,148 @@ float scan_sum_f32(const float* x, float* y, int64_t n, bool reverse, bool inclu
 
 #pragma GCC diagnostic pop
 
-// One long float32 row on the pool. Chunks are claimed in order; each is
-// scanned from zero (in -> out, read and written once), then waits for the
-// running total of the chunks before it, publishes its own, and adds the
-// offset while its output is still in cache. The wait is short: the chunk
-// before was claimed first and is running on another thread.
+// The sum of x[0, n) with 64 partial sums (the order the chunked scan's
+// running totals are defined by; the same bits whichever thread computes it).
+float sum_f32(const float* x, int64_t n) {
+  int64_t i = 0;
+  float total = 0.0f;
+#if defined(__AVX512F__)
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + i + 48));
+  }
+  total = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#elif defined(__AVX__)
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (float v : lanes) total += v;
+#endif
+  for (; i < n; ++i) total += x[i];
+  return total;
+}
+
+// One long float32 row on the pool, one pass over memory (decoupled
+// look-back). Chunks are claimed in order; each sums its input (which brings
+// it into L2) and publishes that total, then finds the running total before
+// it and scans from there, re-reading its input from cache. The running total
+// of chunk c is defined as that of chunk c - 1 plus c's own total, so its
+// bits do not depend on which thread computes it: a chunk whose predecessor
+// has not published its running total yet walks back to the last one that
+// has and adds the totals after it, summing any chunk whose owner has not got
+// that far itself. Nothing ever waits on a thread that the (loaded) machine
+// has descheduled.
 void scan_sum_f32_parallel(const float* x, float* y, int64_t n, bool reverse, bool inclusive) {
   constexpr int64_t kChunk = 1 << 16; // 256 KiB in, 256 KiB out: within L2
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::unique_ptr<std::atomic<float>[]> totals(new std::atomic<float>[chunks]);
-  std::unique_ptr<std::atomic<bool>[]> ready(new std::atomic<bool>[chunks]);
-  for (int64_t c = 0; c < chunks; ++c) ready[c].store(false, std::memory_order_relaxed);
+  struct Slot {
+    std::atomic<int> state{0}; // 0: nothing yet, 1: own total, 2: running total too
+    float own = 0.0f;
+    float running = 0.0f;
+  };
+  std::unique_ptr<Slot[]> slots(new Slot[chunks]);
+  auto span = [&](int64_t c) {
+    const int64_t k0 = c * kChunk, k1 = std::min(n, k0 + kChunk);
+    // Forward chunk c covers [k0, k1); reverse chunk c the same span from the end.
+    return std::pair<int64_t, int64_t>(reverse ? n - k1 : k0, k1 - k0);
+  };
   std::atomic<int64_t> next{0};
   cpu::parallel_for(cpu::num_threads(), 1, [&](size_t, size_t) {
     for (;;) {
       const int64_t c = next.fetch_add(1);
       if (c >= chunks) return;
-      const int64_t k0 = c * kChunk, k1 = std::min(n, k0 + kChunk);
-      // Forward chunk c covers [k0, k1); reverse chunk c the same span from the end.
-      const int64_t lo = reverse ? n - k1 : k0;
-      const float own = scan_sum_f32(x + lo, y + lo, k1 - k0, reverse, inclusive, 0.0f);
+      const auto [lo, len] = span(c);
+      const float own = sum_f32(x + lo, len);
+      slots[c].own = own;
+      slots[c].state.store(1, std::memory_order_release);
       float before = 0.0f;
       if (c > 0) {
-        // Spin briefly, then yield: on a loaded machine the thread running
-        // chunk c - 1 may be waiting for a core.
-        for (int spins = 0; !ready[c - 1].load(std::memory_order_acquire); ++spins) {
-          if (spins < 256) {
-            cpu_relax();
+        // The predecessor is usually a few microseconds from publishing.
+        for (int spins = 0; spins < 2048; ++spins) {
+          if (slots[c - 1].state.load(std::memory_order_acquire) == 2) break;
+          cpu_relax();
+        }
+        int64_t j = c - 1;
+        while (j >= 0 && slots[j].state.load(std::memory_order_acquire) != 2) --j;
+        before = j >= 0 ? slots[j].running : 0.0f;
+        for (int64_t k = j + 1; k < c; ++k) {
+          if (slots[k].state.load(std::memory_order_acquire) >= 1) {
+            before += slots[k].own;
           } else {
-            std::this_thread::yield();
+            const auto [klo, klen] = span(k);
+            before += sum_f32(x + klo, klen);
           }
         }
-        before = totals[c - 1].load(std::memory_order_relaxed);
       }
-      totals[c].store(before + own, std::memory_order_relaxed);
-      ready[c].store(true, std::memory_order_release);
-      if (before != 0.0f) {
-        float* o = y + lo;
-        for (int64_t k = 0; k < k1 - k0; ++k) o[k] += before;
-      }
+      slots[c].running = before + own;
+      slots[c].state.store(2, std::memory_order_release);
+      scan_sum_f32(x + lo, y + lo, len, reverse, inclusive, before);
     }
   });
 }
+
+#if defined(__AVX512F__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Float32 running max/min of x[0, n) (forward or reverse, inclusive or
+// exclusive), vectorised like scan_sum_f32: each vector's prefix in
+// registers, then the carry. The operands are ordered so that ties keep the
+// earlier element, as the serial loop does (max(+0, -0) is the one met
+// first). A vector holding a NaN hands the rest of the row to the serial
+// loop, whose running value then stays NaN.
+template <bool kMax>
+void scan_extreme_f32(const float* x, float* y, int64_t n, bool reverse, bool inclusive) {
+  const float ident_v =
+      kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  const __m512 ident = _mm512_set1_ps(ident_v);
+  const __m512i ident_i = _mm512_castps_si512(ident);
+  const __m512i rev = _mm512_set_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i last = _mm512_set1_epi32(15);
+  // later op earlier: the later value only where strictly beyond.
+  auto pick = [](__m512 later, __m512 earlier) {
+    return kMax ? _mm512_max_ps(later, earlier) : _mm512_min_ps(later, earlier);
+  };
+  auto shift_up = [&](__m512 v, auto k) {
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v), ident_i, 16 - k.value));
+  };
+  __m512 c = ident;
+  int64_t done = 0;
+  for (; done + kLanes <= n; done += kLanes) {
+    const float* px = reverse ? x + n - done - kLanes : x + done;
+    __m512 v = _mm512_loadu_ps(px);
+    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)) break;
+    if (reverse) v = _mm512_permutexvar_ps(rev, v);
+    __m512 p = pick(v, shift_up(v, std::integral_constant<int, 1>{}));
+    p = pick(p, shift_up(p, std::integral_constant<int, 2>{}));
+    p = pick(p, shift_up(p, std::integral_constant<int, 4>{}));
+    p = pick(p, shift_up(p, std::integral_constant<int, 8>{}));
+    __m512 o = inclusive ? p : shift_up(p, std::integral_constant<int, 1>{});
+    o = pick(o, c);
+    c = pick(_mm512_permutexvar_ps(last, p), c);
+    if (reverse) o = _mm512_permutexvar_ps(rev, o);
+    _mm512_storeu_ps(reverse ? y + n - done - kLanes : y + done, o);
+  }
+  float carry = _mm512_cvtss_f32(c);
+  for (; done < n; ++done) {
+    int64_t i = reverse ? n - 1 - done : done;
+    float v = x[i];
+    if (!inclusive) y[i] = carry;
+    bool take = kMax ? (v > carry || v != v) : (v < carry || v != v);
+    carry = take ? v : carry;
+    if (inclusive) y[i] = carry;
+  }
+}
+#pragma GCC diagnostic pop
+#endif
 
 template <typename T>
 struct Acc {
@@ -255,6 +354,20 @@ void scan_typed(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, bo
       return;
     }
   }
+#if defined(__AVX512F__)
+  if constexpr ((R == Scan::ReduceType::max || R == Scan::ReduceType::min) &&
+                std::is_same_v<T, float>) {
+    if (inner == 1) {
+      cpu::parallel_for(outer, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(n, 1)),
+                        [&](size_t b, size_t e) {
+                          for (size_t r = b; r < e; ++r)
+                            scan_extreme_f32<R == Scan::ReduceType::max>(in + r * n, out + r * n, n,
+                                                                         reverse, inclusive);
+                        });
+      return;
+    }
+  }
+#endif
   if (inner == 1) {
     auto row = [&](int64_t r) {
       const T* x = in + r * n;
