@@ -43,8 +43,8 @@ std::string shape_to_string(const Shape& shape) {
 ArrayDesc::ArrayDesc(Shape s, Dtype d) : shape(std::move(s)), size(shape_size(shape)), dtype(d) {
   for (auto dim : shape) {
     if (dim < 0) {
-      throw std::invalid_argument("[array] Negative dimension in shape " +
-                                  shape_to_string(shape) + ".");
+      throw std::invalid_argument("[array] Negative dimension in shape " + shape_to_string(shape) +
+                                  ".");
     }
   }
 }
@@ -56,20 +56,57 @@ Node::Node(std::shared_ptr<Primitive> p, std::vector<array> in)
   if (g_origin_hook != nullptr) origin = g_origin_hook();
 }
 
+namespace {
+
 // Releasing a long chain must not recurse: a dying node hands its inputs to a
 // per-thread worklist, and only the outermost release drains it.
-Node::~Node() {
-  thread_local std::vector<array> pending;
-  thread_local bool draining = false;
-  for (auto& in : inputs) pending.push_back(std::move(in));
-  inputs.clear();
-  if (draining) return;
-  draining = true;
-  while (!pending.empty()) {
-    array last = std::move(pending.back());
-    pending.pop_back();
+struct ReleaseList {
+  std::vector<array> pending;
+  bool draining = false;
+};
+
+// The worklist is reached through trivially destructible thread-locals, so
+// that graphs still held by thread-locals destroyed after it (the thread's
+// default random key, left lazy by a compiled function that advanced
+// mx.random.state) release without touching a destroyed vector: that write
+// into freed memory corrupted the heap at interpreter exit.
+thread_local ReleaseList* t_release = nullptr;
+thread_local bool t_release_gone = false;
+
+// Constructed (function-local, dynamic initialisation) when the thread first
+// releases a node, so the runtime registers its destructor then: it runs
+// before the destructors of thread-locals constructed earlier.
+struct ReleaseListOwner {
+  ReleaseListOwner() { t_release = new ReleaseList; }
+  ~ReleaseListOwner() {
+    delete t_release;
+    t_release = nullptr;
+    t_release_gone = true;
   }
-  draining = false;
+};
+
+ReleaseList* release_list() {
+  if (t_release == nullptr && !t_release_gone) {
+    thread_local ReleaseListOwner owner;
+  }
+  return t_release;
+}
+
+} // namespace
+
+Node::~Node() {
+  ReleaseList* worklist = release_list();
+  if (worklist == nullptr) return; // thread teardown: the inputs release recursively
+  ReleaseList& list = *worklist;
+  for (auto& in : inputs) list.pending.push_back(std::move(in));
+  inputs.clear();
+  if (list.draining) return;
+  list.draining = true;
+  while (!list.pending.empty()) {
+    array last = std::move(list.pending.back());
+    list.pending.pop_back();
+  }
+  list.draining = false;
 }
 
 void array::init_scalar(const void* src, Dtype src_dtype) {
@@ -84,8 +121,7 @@ void array::init_scalar(const void* src, Dtype src_dtype) {
   set_status(Status::available);
 }
 
-array::array(complex64_t value, Dtype dtype)
-    : desc_(std::make_shared<ArrayDesc>(Shape{}, dtype)) {
+array::array(complex64_t value, Dtype dtype) : desc_(std::make_shared<ArrayDesc>(Shape{}, dtype)) {
   init_scalar(&value, complex64);
 }
 
@@ -134,8 +170,8 @@ int32_t array::shape(int dim) const {
   int nd = ndim();
   int d = dim < 0 ? dim + nd : dim;
   if (d < 0 || d >= nd) {
-    throw std::out_of_range("[shape] Invalid axis " + std::to_string(dim) +
-                            " for array with " + std::to_string(nd) + " dimensions.");
+    throw std::out_of_range("[shape] Invalid axis " + std::to_string(dim) + " for array with " +
+                            std::to_string(nd) + " dimensions.");
   }
   return desc_->shape[d];
 }
@@ -218,8 +254,8 @@ void array::set_data(std::shared_ptr<allocator::Data> d, size_t data_size, Strid
   desc_->offset = offset_bytes;
 }
 
-void array::copy_shared_buffer(const array& other, Strides strides, Flags flags,
-                               size_t data_size, int64_t offset_elements) {
+void array::copy_shared_buffer(const array& other, Strides strides, Flags flags, size_t data_size,
+                               int64_t offset_elements) {
   desc_->data = other.desc_->data;
   desc_->offset = other.desc_->offset + offset_elements * static_cast<int64_t>(itemsize());
   desc_->data_size = data_size;

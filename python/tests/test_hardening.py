@@ -116,6 +116,30 @@ def test_interpreter_exit_with_a_daemon_thread_inside(where):
         assert "terminate" not in r.stderr
 
 
+def test_exit_with_a_lazy_random_state_left_by_compile():
+    # A compiled function capturing mx.random.state leaves the thread's default
+    # key as an unevaluated graph; it is released with the thread's other
+    # thread-locals at exit. Loom's graph release used a thread-local worklist
+    # destroyed before it and corrupted the heap ("malloc_consolidate():
+    # unaligned fastbin chunk detected", 4 exits in 4 with NumPy loaded).
+    code = """
+        import numpy as np
+        from functools import partial
+        from _backend import mx
+        state = [mx.random.state]
+        @partial(mx.compile, inputs=state, outputs=state)
+        def sample(x):
+            return mx.random.uniform(shape=x.shape) * x
+        draws = [sample(mx.ones((64,))) for _ in range(3)]
+        mx.eval(draws)
+        print("bye")
+    """
+    for _ in range(3):
+        r = _run_python(code)
+        assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+        assert r.stdout.strip() == "bye"
+
+
 def test_evaluation_in_atexit_callbacks_still_works():
     # The exiting thread itself keeps evaluating normally during exit.
     code = """
