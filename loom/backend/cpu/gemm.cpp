@@ -158,10 +158,15 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* a
     blas_gemm<T>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  // Rows of op(A) (each panel packs all of B again, cheap next to its share
-  // of the work) unless there are too few rows for every thread to get a
-  // panel; then columns of op(B).
-  if (M >= N || M >= kMinPanel * num_threads()) {
+  // Split the longer side: each row panel packs all of op(B) (K x N) again,
+  // each column panel all of op(A) (M x K), so the panels of the longer side
+  // repack the smaller operand. A side too short for two panels is not split.
+  const bool rows_split = M >= 2 * kMinPanel, cols_split = N >= 2 * kMinPanel;
+  if (!rows_split && !cols_split) {
+    blas_gemm<T>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (rows_split && (M >= N || !cols_split)) {
     over_panels(M, kMinPanel, kPanelAlign, kGemmPanelsPerThread, [&](int64_t m0, int64_t m1) {
       const T* pa = ta ? a + m0 : a + m0 * lda;
       blas_gemm<T>(ta, tb, m1 - m0, N, K, alpha, pa, lda, b, ldb, beta, c + m0 * ldc, ldc);
