@@ -5,7 +5,8 @@
 // fork() and interpreter exit (issue 7), and its thread count is one setting
 // for the whole process, so kernels that wanted it single-threaded had to
 // toggle it under other streams' feet. Instead a large product is cut into
-// panels of rows (or of columns when it is thin), one single-threaded BLAS
+// panels along its longer side (rows of C when M >= N, else columns: each
+// panel repacks the other operand, so this repacks the smaller one), one single-threaded BLAS
 // call per panel, spread over Loom's intra-op pool. Inside a parallel region
 // (attention heads, a batch of small products) a call runs on its thread.
 #pragma once
