@@ -243,6 +243,22 @@ inline float tanh_f32(float x) {
   return blend(ax < kSplit, small, blend(x != x, x, large));
 }
 
+// log1p(f) - f = -f^2/2 + f^3 P(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1],
+// relative error ~1e-9: the reduced argument's part of log_f32 and log1p_f32.
+inline float log1p_tail_f32(float f) {
+  float p = 6.7466608782e-02f;
+  p = p * f - 1.1675684479e-01f;
+  p = p * f + 1.1888171114e-01f;
+  p = p * f - 1.2405584585e-01f;
+  p = p * f + 1.4219550707e-01f;
+  p = p * f - 1.6667996016e-01f;
+  p = p * f + 2.0002118738e-01f;
+  p = p * f - 2.5000009598e-01f;
+  p = p * f + 3.3333312603e-01f;
+  float f2 = f * f;
+  return f2 * f * p - 0.5f * f2;
+}
+
 // Natural log for float32 within 2 ulp (subnormal inputs included),
 // branch-free: log(m 2^e) = e ln2 + log1p(m - 1) with m in [sqrt(1/2), sqrt(2)).
 inline float log_f32(float x) {
@@ -258,19 +274,8 @@ inline float log_f32(float x) {
   int32_t e = static_cast<int32_t>(u >> 23) - 127 + e_adjust;
   float m = std::bit_cast<float>((u & 0x007fffffu) + 0x3f3504f3u);
   float f = m - 1.0f; // exact
-  // log1p(f) = f - f^2/2 + f^3 P(f), relative error ~1e-9.
-  float p = 6.7466608782e-02f;
-  p = p * f - 1.1675684479e-01f;
-  p = p * f + 1.1888171114e-01f;
-  p = p * f - 1.2405584585e-01f;
-  p = p * f + 1.4219550707e-01f;
-  p = p * f - 1.6667996016e-01f;
-  p = p * f + 2.0002118738e-01f;
-  p = p * f - 2.5000009598e-01f;
-  p = p * f + 3.3333312603e-01f;
-  float f2 = f * f;
   float fe = static_cast<float>(e);
-  float r = fe * kLn2Lo + (f2 * f * p - 0.5f * f2);
+  float r = fe * kLn2Lo + log1p_tail_f32(f);
   r = fe * kLn2Hi + (f + r);
   r = blend(x <= std::numeric_limits<float>::max(), r, x); // +inf and NaN pass through
   r = blend(x == 0.0f, -kInf, r);
@@ -380,18 +385,8 @@ inline float log1p_f32(float x) {
   int32_t e = static_cast<int32_t>(bits >> 23) - 127;
   float m = std::bit_cast<float>((bits & 0x007fffffu) + 0x3f3504f3u);
   float f = m - 1.0f; // exact
-  float p = 6.7466608782e-02f;
-  p = p * f - 1.1675684479e-01f;
-  p = p * f + 1.1888171114e-01f;
-  p = p * f - 1.2405584585e-01f;
-  p = p * f + 1.4219550707e-01f;
-  p = p * f - 1.6667996016e-01f;
-  p = p * f + 2.0002118738e-01f;
-  p = p * f - 2.5000009598e-01f;
-  p = p * f + 3.3333312603e-01f;
-  float f2 = f * f;
   float fe = static_cast<float>(e);
-  float r = fe * kLn2Lo + (f2 * f * p - 0.5f * f2 + c / u);
+  float r = fe * kLn2Lo + (log1p_tail_f32(f) + c / u);
   r = fe * kLn2Hi + (f + r);
   // x itself for +-0 (the sign of -0), +inf and NaN.
   r = blend((x > -1.0f) & (x < kInf) & (x != 0.0f), r, x);
