@@ -38,6 +38,22 @@ decltype(auto) dispatch(Dtype d, F&& f) {
   throw std::invalid_argument("[dispatch] unknown dtype");
 }
 
+// The four floating dtypes, by value: dispatch_floating(d, "op", [&](auto zero) {
+//   using T = decltype(zero); ... }). Any other dtype raises "[op] Unsupported dtype".
+template <typename F>
+void dispatch_floating(Dtype d, const char* op, F&& f) {
+  using V = Dtype::Val;
+  switch (d.val) {
+    case V::float32: return f(float{});
+    case V::float64: return f(double{});
+    case V::float16: return f(float16_t{});
+    case V::bfloat16: return f(bfloat16_t{});
+    default:
+      throw std::invalid_argument(std::string("[") + op + "] Unsupported dtype " + dtype_name(d) +
+                                  ".");
+  }
+}
+
 // Value conversion between element types, defined for every pair including
 // complex (real part) and the half types (through float).
 template <typename To, typename From>

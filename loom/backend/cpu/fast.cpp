@@ -30,7 +30,7 @@ void RMSNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
   if (out.size() == 0) return;
   const size_t n = x.shape(-1);
   const size_t rows = x.size() / n;
-  dispatch_float(out.dtype(), "rms_norm", [&](auto tag) {
+  dispatch_floating(out.dtype(), "rms_norm", [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
     const T* px = x.data<T>();
@@ -64,7 +64,7 @@ void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
   if (out.size() == 0) return;
   const size_t n = x.shape(-1);
   const size_t rows = x.size() / n;
-  dispatch_float(out.dtype(), "layer_norm", [&](auto tag) {
+  dispatch_floating(out.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
     const T* px = x.data<T>();
@@ -142,7 +142,7 @@ void RoPE::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
     }
   }
   const int64_t rows = batch * per_batch * T;
-  dispatch_float(out.dtype(), "rope", [&](auto tag) {
+  dispatch_floating(out.dtype(), "rope", [&](auto tag) {
     using T_ = decltype(tag);
     using C = Acc<T_>;
     const T_* px = x.data<T_>();
@@ -182,7 +182,7 @@ void CrossEntropy::eval_cpu(const std::vector<array>& inputs, std::vector<array>
   const size_t rows = out.size();
   float* py = out.data<float>();
   const int32_t* pt = targets.data<int32_t>();
-  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
     const T* px = logits.data<T>();
@@ -260,7 +260,7 @@ void GatedDeltaUpdate::eval_cpu(const std::vector<array>& inputs, std::vector<ar
   const int64_t rep = Hv / Hk;
   array state0 = cpu::ensure_row_contiguous(inputs[5]);
   array mask = has_mask_ ? cpu::ensure_row_contiguous(inputs[6]) : array(false);
-  dispatch_float(y.dtype(), "gated_delta_update", [&](auto tag) {
+  dispatch_floating(y.dtype(), "gated_delta_update", [&](auto tag) {
     using T_ = decltype(tag);
     auto q = dense<T_, float>(inputs[0]);
     auto k = dense<T_, float>(inputs[1]);
@@ -324,7 +324,7 @@ void GatedDeltaUpdateVJP::eval_cpu(const std::vector<array>& inputs, std::vector
   float* dstate = outputs[5].data<float>();
   std::fill(dq, dq + outputs[0].size(), 0.0f);
   std::fill(dk, dk + outputs[1].size(), 0.0f);
-  dispatch_float(inputs[2].dtype(), "gated_delta_update", [&](auto tag) {
+  dispatch_floating(inputs[2].dtype(), "gated_delta_update", [&](auto tag) {
     using T_ = decltype(tag);
     auto q = dense<T_, float>(inputs[0]);
     auto k = dense<T_, float>(inputs[1]);

@@ -11,28 +11,12 @@
 #include "loom/array.h"
 #include "loom/backend/cpu/copy.h"
 #include "loom/primitives/elementwise_scalar.h"
+#include "loom/types/dispatch.h"
 
 namespace loom::cpu::fast_kernels {
 
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename Fn>
-void dispatch_float(Dtype d, const char* op, Fn&& fn) {
-  switch (d.val) {
-    case Dtype::Val::float32:
-      return fn(float{});
-    case Dtype::Val::float64:
-      return fn(double{});
-    case Dtype::Val::float16:
-      return fn(float16_t{});
-    case Dtype::Val::bfloat16:
-      return fn(bfloat16_t{});
-    default:
-      throw std::invalid_argument(std::string("[") + op + "] Unsupported dtype " + dtype_name(d) +
-                                  ".");
-  }
-}
 
 template <typename C>
 C exp_of(C v) {

@@ -133,7 +133,7 @@ struct Attention {
           const bool* m = mask->data<bool>() + base;
           for (int64_t j = 0; j < kn; ++j) row[j] = m[j * st[3]] ? row[j] : masked;
         } else {
-          dispatch_float(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
+          dispatch_floating(mask->dtype(), "scaled_dot_product_attention", [&](auto mt) {
             using M = decltype(mt);
             const M* m = mask->data<M>() + base;
             for (int64_t j = 0; j < kn; ++j) row[j] += static_cast<C>(m[j * st[3]]);
@@ -257,7 +257,7 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
   array& out = outputs[0];
   out.set_data(allocator::allocate(out.nbytes()));
   if (out.size() == 0) return;
-  dispatch_float(out.dtype(), "scaled_dot_product_attention", [&](auto tag) {
+  dispatch_floating(out.dtype(), "scaled_dot_product_attention", [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
@@ -292,7 +292,7 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
                                             std::vector<array>& outputs) {
   for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
   const size_t n = inputs.size();
-  dispatch_float(outputs[0].dtype(), "scaled_dot_product_attention", [&](auto tag) {
+  dispatch_floating(outputs[0].dtype(), "scaled_dot_product_attention", [&](auto tag) {
     using T = decltype(tag);
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);

@@ -266,7 +266,7 @@ namespace {
 
 // float32, float16 or bfloat16 (what quantize accepts).
 template <typename F>
-void dispatch_float(Dtype d, const char* op, F&& f) {
+void dispatch_quantizable(Dtype d, const char* op, F&& f) {
   if (d == float32) {
     f(type_tag<float>{});
   } else if (d == float16) {
@@ -290,7 +290,7 @@ void Quantize::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
   const int64_t groups = static_cast<int64_t>(w.size()) / group_size_;
   const int64_t words = int64_t{group_size_} * bits_ / 32;
   uint32_t* codes = outputs[0].data<uint32_t>();
-  dispatch_float(w.dtype(), "quantize", [&](auto tag) {
+  dispatch_quantizable(w.dtype(), "quantize", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = w.data<T>();
     const int gs = group_size_;
@@ -361,7 +361,7 @@ void Dequantize::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
   if (!affine) {
     run(type_tag<uint8_t>{});
   } else {
-    dispatch_float(scales.dtype(), "dequantize", run);
+    dispatch_quantizable(scales.dtype(), "dequantize", run);
   }
 }
 

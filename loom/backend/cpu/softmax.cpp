@@ -138,34 +138,13 @@ void softmax_rows(const T* in, T* out, size_t rows, size_t n) {
 
 } // namespace
 
-namespace {
-
-template <typename Fn>
-void dispatch_real(Dtype d, const char* op, Fn&& fn) {
-  switch (d.val) {
-    case Dtype::Val::float32:
-      return fn(float{});
-    case Dtype::Val::float64:
-      return fn(double{});
-    case Dtype::Val::float16:
-      return fn(float16_t{});
-    case Dtype::Val::bfloat16:
-      return fn(bfloat16_t{});
-    default:
-      throw std::invalid_argument(std::string("[") + op + "] Unsupported dtype " + dtype_name(d) +
-                                  ".");
-  }
-}
-
-} // namespace
-
 void LogSumExp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   array& out = outputs[0];
   out.set_data(allocator::allocate(out.nbytes()));
   if (out.size() == 0) return;
   const size_t n = static_cast<size_t>(in.shape(-1));
-  dispatch_real(out.dtype(), "logsumexp", [&](auto tag) {
+  dispatch_floating(out.dtype(), "logsumexp", [&](auto tag) {
     using T = decltype(tag);
     logsumexp_rows(in.data<T>(), out.data<T>(), out.size(), n);
   });
@@ -178,7 +157,7 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
   if (out.size() == 0) return;
   const size_t n = static_cast<size_t>(in.shape(-1));
   const size_t rows = in.size() / n;
-  dispatch_real(out.dtype(), "softmax", [&](auto tag) {
+  dispatch_floating(out.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     softmax_rows(in.data<T>(), out.data<T>(), rows, n);
   });
