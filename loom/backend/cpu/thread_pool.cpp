@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -19,6 +20,16 @@ namespace {
 // from inside one (a product per attention head) runs on its thread instead
 // of waiting for the pool it is part of.
 thread_local bool t_in_region = false;
+
+// How long an idle worker polls for the next region before it sleeps:
+// LOOM_POOL_SPIN_US, default 100 (0: sleep at once).
+std::chrono::microseconds spin_before_sleep() {
+  static const std::chrono::microseconds us{[] {
+    const char* v = std::getenv("LOOM_POOL_SPIN_US");
+    return v ? std::max(0L, std::atol(v)) : 100L;
+  }()};
+  return us;
+}
 
 struct RegionMark {
   bool saved = t_in_region;
@@ -37,6 +48,7 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
+      stop_requested_.store(true);
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
@@ -54,6 +66,7 @@ class ThreadPool {
       remaining_ = chunks;
       error_ = nullptr;
       ++generation_;
+      published_.store(generation_, std::memory_order_release);
     }
     cv_.notify_all();
     {
@@ -87,6 +100,17 @@ class ThreadPool {
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      // Kernels come back to back (one node after another): a worker that
+      // polls for a short while joins the next region at once, where one
+      // asleep on the condition variable needs a futex wake-up (tens of
+      // microseconds on a VM: as long as a small GEMM's panel). It yields
+      // while it polls, so it never holds a core another thread could use.
+      const auto until = std::chrono::steady_clock::now() + spin_before_sleep();
+      while (published_.load(std::memory_order_acquire) == seen &&
+             !stop_requested_.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+      }
       {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
@@ -116,6 +140,8 @@ class ThreadPool {
   uint64_t generation_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;
+  std::atomic<uint64_t> published_{0}; // generation_, readable without the lock
+  std::atomic<bool> stop_requested_{false};
 };
 
 // After fork() the child has none of the pool's threads, and a region that
