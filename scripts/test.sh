@@ -19,15 +19,19 @@ for arg in "$@"; do
   esac
 done
 
+# Each stage's heading carries the seconds since the start, so a slow stage
+# shows in CI's log (the whole command must stay under 45 min on 2 cores).
+stage() { echo "== $* (at ${SECONDS} s)"; }
+
 bash scripts/setup.sh
-echo "== C++ tests (ctest)"
+stage "C++ tests (ctest)"
 ctest --test-dir build/release --output-on-failure -j2
-echo "== Python tests (pytest)"
+stage "Python tests (pytest)"
 # Run from python/tests so the installed package, not the source tree, is imported.
 .venv/bin/python -m pytest -q -p no:cacheprovider python/tests benchmarks/tests
 
 if [ "$quick" = 1 ]; then
-  echo "== sanitizers skipped (--quick)"
+  echo "== sanitizers skipped (--quick); done in ${SECONDS} s"
   exit 0
 fi
 
@@ -52,12 +56,12 @@ sanitized_build() { # dir sanitizer extra-cmake-args...
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
-echo "== ASan + UBSan: C++ tests (build/asan)"
+stage "ASan + UBSan: C++ tests (build/asan)"
 sanitized_build build/asan address -DLOOM_BUILD_PYTHON=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j2
 
-echo "== ASan + UBSan: Python tests against build/asan's extension"
+stage "ASan + UBSan: Python tests against build/asan's extension"
 # The interpreter is not instrumented, so the ASan runtime is preloaded. Leak
 # detection is off: CPython and NumPy keep their interned objects and arenas
 # until exit by design, and report them as leaks; the C++ tests above check
@@ -68,12 +72,12 @@ LD_PRELOAD="$libasan:$libubsan" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   PYTHONPATH="$PWD/python:$PWD/build/asan/python" \
   .venv/bin/python -m pytest -q -p no:cacheprovider -x python/tests
 
-echo "== Fuzz: seeded libFuzzer runs of every file parser, ASan + UBSan (scripts/fuzz_all.sh)"
+stage "Fuzz: seeded libFuzzer runs of every file parser, ASan + UBSan (scripts/fuzz_all.sh)"
 # npy, npz, safetensors, gguf, Loom's function format, MLX's .mlxfn: 20000
 # inputs each (-seed=1), at most 60 s each.
 bash scripts/fuzz_all.sh 20000 60
 
-echo "== TSan: scheduler, allocator, streams, threads, stress (build/tsan)"
+stage "TSan: scheduler, allocator, streams, threads, stress (build/tsan)"
 sanitized_build build/tsan thread
 ctest --test-dir build/tsan --output-on-failure -j2
-echo "== all checks passed"
+echo "== all checks passed in ${SECONDS} s"
