@@ -169,6 +169,28 @@ def test_set_compile_mode_bisects():
         mx.set_compile_mode("enabled")
 
 
+@pytest.mark.parametrize("mode", ["no_fuse", "no_simplify", "enabled"])
+def test_shapeless_scalar_broadcasts_in_every_mode(mode):
+    # Unfused nodes and fused regions alike follow the new shape when a
+    # scalar was broadcast to the traced one (`0.9 * m`, `lr * m`).
+    def step(g, m, lr):
+        m = 0.9 * m + 0.1 * g
+        return m - lr * m / (mx.sqrt(mx.abs(m)) + 1e-8), m
+
+    try:
+        mx.set_compile_mode(mode)
+        compiled = mx.compile(step, shapeless=True)
+        for shape in [(64, 64), (20, 64), (3, 100)]:
+            g = mx.random.normal(shape[::-1]).T
+            m, lr = mx.random.normal(shape), mx.array(0.25)
+            got, want = compiled(g, m, lr), step(g, m, lr)
+            for a, b in zip(got, want):
+                assert a.shape == shape
+                np.testing.assert_array_equal(np.array(a), np.array(b))
+    finally:
+        mx.set_compile_mode("enabled")
+
+
 def test_check_mode_checks_each_entry_once():
     state = [mx.array(1.0)]
 

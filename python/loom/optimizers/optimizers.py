@@ -19,6 +19,31 @@ from ..utils import tree_flatten, tree_map, tree_merge, tree_reduce, tree_unflat
 Schedulable = Union[float, Callable[[mx.array], mx.array]]
 
 
+def _adam_update(gradient, parameter, m, v, lr, b1, b2, eps, decay, corrections):
+    """One parameter's Adam (or AdamW) step: ``(new parameter, m, v)``.
+
+    The same operations, in the same order, as MLX's ``Adam.apply_single``
+    (and AdamW's weight decay before it), so the results are bit for bit
+    those of the unfused step.
+    """
+    if decay is not None:
+        parameter = parameter * (1 - lr * decay)
+    m = b1 * m + (1 - b1) * gradient
+    v = b2 * v + (1 - b2) * mx.square(gradient)
+    if corrections is None:
+        return parameter - lr * m / (mx.sqrt(v) + eps), m, v
+    c1, c2 = corrections
+    return parameter - c1 * m / (mx.sqrt(v) * c2 + eps), m, v
+
+
+# Run unfused, the step is a dozen element-wise ops, each a pass over the
+# parameter's memory (most of an MLP's Adam step beside its GEMMs); compiled,
+# it is one pass reading g, p, m, v and writing p, m, v. Shapeless: one trace
+# per rank and dtype serves every parameter. Inside a transform (grad of a
+# step) compile replays the plain ops; under disable_compile it runs them.
+_fused_adam = mx.compile(_adam_update, shapeless=True)
+
+
 class Optimizer:
     """Base class: subclasses define ``init_single`` and ``apply_single``."""
 
@@ -300,19 +325,22 @@ class Adam(Optimizer):
         state["m"] = mx.zeros_like(parameter)
         state["v"] = mx.zeros_like(parameter)
 
+    # AdamW's decoupled weight decay (None: plain Adam).
+    _decay: Optional[float] = None
+
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
         b1, b2 = self.betas
-        m = b1 * state["m"] + (1 - b1) * gradient
-        v = b2 * state["v"] + (1 - b2) * mx.square(gradient)
-        state["m"] = m
-        state["v"] = v
+        corrections = None
         if self.bias_correction:
             step = self.step
             c1 = (lr / (1 - b1**step)).astype(gradient.dtype)
             c2 = mx.rsqrt(1 - b2**step).astype(gradient.dtype)
-            return parameter - c1 * m / (mx.sqrt(v) * c2 + self.eps)
-        return parameter - lr * m / (mx.sqrt(v) + self.eps)
+            corrections = (c1, c2)
+        parameter, state["m"], state["v"] = _fused_adam(
+            gradient, parameter, state["m"], state["v"], lr, b1, b2, self.eps, self._decay,
+            corrections)
+        return parameter
 
 
 class AdamW(Adam):
@@ -334,9 +362,9 @@ class AdamW(Adam):
         )
         self.weight_decay = weight_decay
 
-    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
-        lr = self.learning_rate.astype(gradient.dtype)
-        return super().apply_single(gradient, parameter * (1 - lr * self.weight_decay), state)
+    @property
+    def _decay(self) -> float:
+        return self.weight_decay
 
 
 class Adamax(Adam):
