@@ -338,7 +338,7 @@ def _adam_runs(make_opt, shapes, dtype, n=3):
         mx.eval(params, opt.state)
     def as_np(a):
         return np.array(a.astype(mx.float32))
-    state = {k: {m: as_np(v[m]) for m in ("m", "v")} for k, v in opt.state.items() if k.startswith("p")}
+    state = {k: {m: as_np(a) for m, a in v.items()} for k, v in opt.state.items() if k.startswith("p")}
     return {k: as_np(v) for k, v in params.items()}, state
 
 
@@ -350,11 +350,20 @@ def _adam_runs(make_opt, shapes, dtype, n=3):
         lambda: optim.Adam(1e-2, betas=[0.8, 0.99], eps=1e-6, bias_correction=True),
         lambda: optim.AdamW(optim.exponential_decay(1e-2, 0.5), weight_decay=0.05),
         lambda: optim.AdamW(1e-2, weight_decay=0.0, bias_correction=True),
+        lambda: optim.SGD(0.1),
+        lambda: optim.SGD(optim.step_decay(0.1, 0.5, 1), momentum=0.9, weight_decay=0.01),
+        lambda: optim.SGD(0.1, momentum=0.8, dampening=0.3),
+        lambda: optim.SGD(0.1, momentum=0.9, nesterov=True),
+        lambda: optim.RMSprop(1e-2, alpha=0.9),
+        lambda: optim.Lion(1e-3),
+        lambda: optim.Lion(1e-3, betas=[0.8, 0.95], weight_decay=0.1),
     ],
-    ids=["adam", "adam-corrected", "adamw-scheduled", "adamw-corrected"],
+    ids=["adam", "adam-corrected", "adamw-scheduled", "adamw-corrected", "sgd",
+         "sgd-momentum-decay", "sgd-dampening", "sgd-nesterov", "rmsprop", "lion", "lion-decay"],
 )
-def test_adam_step_same_bits_with_and_without_compile(make_opt, dtype):
-    # Loom runs Adam's per-parameter update as one compiled (fused) function;
+def test_fused_step_same_bits_with_and_without_compile(make_opt, dtype):
+    # Loom runs Adam's (SGD's, RMSprop's, Lion's) per-parameter update as one
+    # compiled (fused) function;
     # it must give exactly what the op-by-op update gives, for every rank and
     # shape (one shapeless trace serves them all), with a schedule changing
     # the learning rate between steps.
@@ -368,7 +377,8 @@ def test_adam_step_same_bits_with_and_without_compile(make_opt, dtype):
         mx.enable_compile()
     for k in fused[0]:
         np.testing.assert_array_equal(fused[0][k], plain[0][k], err_msg=k)
-        for m in ("m", "v"):
+        assert fused[1][k].keys() == plain[1][k].keys()
+        for m in fused[1][k]:
             np.testing.assert_array_equal(fused[1][k][m], plain[1][k][m], err_msg=f"{k}.{m}")
 
 

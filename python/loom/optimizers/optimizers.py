@@ -36,12 +36,43 @@ def _adam_update(gradient, parameter, m, v, lr, b1, b2, eps, decay, corrections)
     return parameter - c1 * m / (mx.sqrt(v) * c2 + eps), m, v
 
 
-# Run unfused, the step is a dozen element-wise ops, each a pass over the
+def _sgd_update(gradient, parameter, v, lr, weight_decay, momentum, dampening, nesterov):
+    """SGD's step as MLX's ``SGD.apply_single`` computes it: ``(new parameter, v)``."""
+    if weight_decay != 0:
+        gradient = gradient + weight_decay * parameter
+    if v is None:
+        return parameter - lr * gradient, None
+    v = momentum * v
+    v = v + ((1 - dampening) * gradient if dampening > 0 else gradient)
+    step = gradient + momentum * v if nesterov else v
+    return parameter - lr * step, v
+
+
+def _rmsprop_update(gradient, parameter, v, lr, alpha, eps):
+    """RMSprop's step as MLX's ``RMSprop.apply_single`` computes it: ``(new parameter, v)``."""
+    v = alpha * v + (1 - alpha) * mx.square(gradient)
+    return parameter - lr * gradient / (mx.sqrt(v) + eps), v
+
+
+def _lion_update(gradient, parameter, m, lr, b1, b2, weight_decay):
+    """Lion's step as MLX's ``Lion.apply_single`` computes it: ``(new parameter, m)``."""
+    c = b1 * m + (1 - b1) * gradient
+    m = b2 * m + (1 - b2) * gradient
+    if weight_decay > 0:
+        parameter = (1 - lr * weight_decay) * parameter
+    return parameter - lr * mx.sign(c), m
+
+
+# Run unfused, a step is up to a dozen element-wise ops, each a pass over the
 # parameter's memory (most of an MLP's Adam step beside its GEMMs); compiled,
-# it is one pass reading g, p, m, v and writing p, m, v. Shapeless: one trace
-# per rank and dtype serves every parameter. Inside a transform (grad of a
-# step) compile replays the plain ops; under disable_compile it runs them.
+# it is one pass reading g, p and the moments and writing p and the moments
+# (into the old ones' buffers when nothing else holds them). Shapeless: one
+# trace per rank and dtype serves every parameter. Inside a transform (grad of
+# a step) compile replays the plain ops; under disable_compile it runs them.
 _fused_adam = mx.compile(_adam_update, shapeless=True)
+_fused_sgd = mx.compile(_sgd_update, shapeless=True)
+_fused_rmsprop = mx.compile(_rmsprop_update, shapeless=True)
+_fused_lion = mx.compile(_lion_update, shapeless=True)
 
 
 class Optimizer:
@@ -217,15 +248,12 @@ class SGD(Optimizer):
 
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
-        if self.weight_decay != 0:
-            gradient = gradient + self.weight_decay * parameter
-        if self.momentum <= 0:
-            return parameter - lr * gradient
-        v = self.momentum * state.get("v")
-        v = v + ((1 - self.dampening) * gradient if self.dampening > 0 else gradient)
-        state["v"] = v
-        step = gradient + self.momentum * v if self.nesterov else v
-        return parameter - lr * step
+        v = state.get("v") if self.momentum > 0 else None
+        parameter, v = _fused_sgd(gradient, parameter, v, lr, self.weight_decay, self.momentum,
+                                  self.dampening, self.nesterov)
+        if v is not None:
+            state["v"] = v
+        return parameter
 
 
 class RMSprop(Optimizer):
@@ -246,9 +274,9 @@ class RMSprop(Optimizer):
 
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
-        v = self.alpha * state["v"] + (1 - self.alpha) * mx.square(gradient)
-        state["v"] = v
-        return parameter - lr * gradient / (mx.sqrt(v) + self.eps)
+        parameter, state["v"] = _fused_rmsprop(gradient, parameter, state["v"], lr, self.alpha,
+                                               self.eps)
+        return parameter
 
 
 class Adagrad(Optimizer):
@@ -406,13 +434,9 @@ class Lion(Optimizer):
 
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
-        b1, b2 = self.betas
-        m = state["m"]
-        c = b1 * m + (1 - b1) * gradient
-        state["m"] = b2 * m + (1 - b2) * gradient
-        if self.weight_decay > 0:
-            parameter = (1 - lr * self.weight_decay) * parameter
-        return parameter - lr * mx.sign(c)
+        parameter, state["m"] = _fused_lion(gradient, parameter, state["m"], lr, *self.betas,
+                                            self.weight_decay)
+        return parameter
 
 
 class Adafactor(Optimizer):
