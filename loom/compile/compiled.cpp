@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "loom/ops/creation.h"
+#include "loom/ops/utils.h"
 #include "loom/transforms/transforms.h"
 
 namespace loom::compile_detail {
@@ -24,6 +25,23 @@ std::vector<array> Compiled::expand(const std::vector<array>& inputs) const {
 }
 
 std::vector<Shape> Compiled::output_shapes(const std::vector<array>& inputs) {
+  // Every value of a region has one shape, and the inputs an element-wise op
+  // reads directly had that shape when traced (smaller ones reach it through
+  // a broadcast op, whose size is frozen): under shapeless the region's shape
+  // is what those inputs broadcast to now.
+  std::vector<Shape> direct;
+  for (const auto& op : ops_) {
+    if (op.primitive->traits().broadcast) continue;
+    for (int a : op.args) {
+      if (a < num_inputs_) direct.push_back(inputs[a].shape());
+    }
+  }
+  if (!direct.empty()) {
+    try {
+      return std::vector<Shape>(outputs_.size(), broadcast_shapes(direct));
+    } catch (const std::invalid_argument&) {
+    }
+  }
   // Shapes only: run the ops' shape rules on data-less arrays.
   std::vector<array> values(inputs.begin(), inputs.end());
   for (const auto& op : ops_) {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "loom/compile/compiled.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/utils.h"
 
@@ -107,6 +108,52 @@ Graph graph_from_trace(const std::vector<array>& placeholders, const std::vector
   return g;
 }
 
+namespace {
+
+// The array a lazy broadcast reads (itself when it is not one).
+const array& broadcast_source(const array& a) {
+  const array* x = &a;
+  while (x->has_node() && x->status() == Status::unscheduled && x->primitive().traits().broadcast &&
+         x->inputs().size() == 1) {
+    x = &x->inputs()[0];
+  }
+  return *x;
+}
+
+// Under shapeless, an element-wise node (or a fused region of them) was
+// traced on operands of one shape, the smaller ones broadcast to it: by the
+// op itself (`2 * x` broadcasts the scalar) or by a captured constant. Those
+// broadcasts froze the traced size, so with new input shapes the operands
+// no longer agree (`2 * x` kept returning the traced shape). Operands that
+// are lazy broadcasts go back to what they broadcast, as long as another
+// operand carries a shape from the inputs; then, for an element-wise node,
+// every operand is broadcast to the shape they now share (its kernel wants
+// equal shapes; a region reads its inputs broadcast itself). Operands that
+// no longer broadcast together are left as they are.
+void rebroadcast(std::vector<array>& args, bool elementwise, Stream stream) {
+  bool some_plain = false;
+  for (auto& a : args) some_plain = some_plain || broadcast_source(a).id() == a.id();
+  if (some_plain) {
+    for (auto& a : args) {
+      const array& src = broadcast_source(a);
+      if (src.id() != a.id()) a = src;
+    }
+  }
+  if (!elementwise) return;
+  std::vector<Shape> in_shapes;
+  for (auto& a : args) in_shapes.push_back(a.shape());
+  std::optional<Shape> common;
+  try {
+    common = broadcast_shapes(in_shapes);
+  } catch (const std::invalid_argument&) {
+  }
+  for (auto& a : args) {
+    if (common && a.shape() != *common) a = broadcast_to(a, *common, stream);
+  }
+}
+
+} // namespace
+
 std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool shapeless) {
   std::vector<std::vector<array>> produced(g.nodes.size());
   auto value = [&](const ValueRef& r) -> const array& {
@@ -124,22 +171,10 @@ std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool
     std::vector<array> args;
     args.reserve(n.inputs.size());
     for (auto& r : n.inputs) args.push_back(value(r));
-    if (shapeless && args.size() > 1 && n.primitive->traits().elementwise) {
-      // An element-wise node was traced on operands of one shape, some of
-      // them broadcast constants frozen at the traced size: broadcast again
-      // to the shape the new inputs give (kernels require equal shapes).
-      // Operands that no longer broadcast together are left as they are
-      // (a broadcast view of a scalar still reads as one).
-      std::vector<Shape> in_shapes;
-      for (auto& a : args) in_shapes.push_back(a.shape());
-      std::optional<Shape> common;
-      try {
-        common = broadcast_shapes(in_shapes);
-      } catch (const std::invalid_argument&) {
-      }
-      for (auto& a : args) {
-        if (common && a.shape() != *common) a = broadcast_to(a, *common, n.primitive->stream());
-      }
+    const auto traits = n.primitive->traits();
+    if (shapeless && args.size() > 1 &&
+        (traits.elementwise || dynamic_cast<const Compiled*>(n.primitive.get()))) {
+      rebroadcast(args, traits.elementwise, n.primitive->stream());
     }
     std::vector<Shape> shapes = shapeless ? n.primitive->output_shapes(args) : n.shapes;
     if (shapes.size() == 1) {

@@ -3,14 +3,15 @@
 
 #include <algorithm>
 
+#include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/gather.h"
 #include "loom/ops/linalg.h"
 #include "loom/ops/reduce.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/slice.h"
 #include "loom/ops/utils.h"
-#include "loom/ops/creation.h"
-#include "loom/ops/gather.h"
+#include "loom/primitives/shape.h"
 
 namespace loom {
 
@@ -34,6 +35,25 @@ array sum_to_shape(const array& x, const Shape& shape) {
   }
   array r = axes.empty() ? x : sum(x, axes, /*keepdims=*/true);
   return r.shape() == shape ? r : reshape(r, shape);
+}
+
+// Whether b is, or will be when evaluated, the transpose of a row-major
+// stack of matrices (nn.Linear's `W.T`).
+bool is_transposed_matrices(const array& b) {
+  const int nd = b.ndim();
+  if (nd < 2) return false;
+  if (b.status() != Status::unscheduled) {
+    return b.strides()[nd - 1] != 1 && b.strides()[nd - 2] == 1 && b.shape(-1) > 1 &&
+           b.shape(-2) > 1;
+  }
+  if (!b.has_node()) return false;
+  auto* t = dynamic_cast<const Transpose*>(&b.primitive());
+  if (!t) return false;
+  const auto& axes = t->axes();
+  for (int d = 0; d < nd - 2; ++d) {
+    if (axes[d] != d) return false;
+  }
+  return axes[nd - 2] == nd - 1 && axes[nd - 1] == nd - 2;
 }
 
 } // namespace
@@ -70,7 +90,29 @@ std::vector<array> Matmul::vjp(const std::vector<array>& primals,
       g = sum_to_shape(g, a2.shape());
       grads.push_back(a.ndim() == 1 ? reshape(g, a.shape()) : g);
     } else {
-      array g = matmul(swapaxes(a2, -1, -2), cot, stream());
+      // A matrix shared by a batch (x (B, L, K) @ W (K, N)): the batch folds
+      // into the products' inner dimension, one (K, B L) x (B L, N) GEMM,
+      // instead of B products of W's size summed afterwards (a transformer
+      // block's weight gradients spent ~2% of its step in those sums).
+      array at = a2;
+      array ct = cot;
+      if (b2.ndim() == 2 && a2.ndim() > 2) {
+        const int32_t k = a2.shape(-1);
+        const int32_t n = ct.shape(-1);
+        at = reshape(a2, {static_cast<int32_t>(a2.size() / std::max<int32_t>(k, 1)), k}, stream());
+        ct = reshape(ct, {static_cast<int32_t>(ct.size() / std::max<int32_t>(n, 1)), n}, stream());
+      }
+      array g = [&] {
+        if (is_transposed_matrices(b2) && at.ndim() == b2.ndim()) {
+          // The gradient of a transposed operand is made in the layout of
+          // what was transposed ((cot^T a)^T, the same products): the
+          // gradient that reaches that array is then row-major, not a
+          // transposed view that every later pass (Adam's update of a
+          // Linear weight) reads across.
+          return swapaxes(matmul(swapaxes(ct, -1, -2), at, stream()), -1, -2);
+        }
+        return matmul(swapaxes(at, -1, -2), ct, stream());
+      }();
       g = sum_to_shape(g, b2.shape());
       grads.push_back(b.ndim() == 1 ? reshape(g, b.shape()) : g);
     }
@@ -191,8 +233,7 @@ std::vector<array> GatherMM::vjp(const std::vector<array>& primals,
       array gb = matmul(take(at, li, 0, stream()), g, stream());
       grads.push_back(scatter_matrices(gb, ri, b.shape(0), stream()));
     } else {
-      throw std::invalid_argument(
-          "[GatherMM::vjp] Cannot calculate VJP with respect to indices.");
+      throw std::invalid_argument("[GatherMM::vjp] Cannot calculate VJP with respect to indices.");
     }
   }
   return grads;
@@ -311,11 +352,14 @@ std::vector<array> SegmentedMM::jvp(const std::vector<array>& primals,
                                     const std::vector<int>& argnums) {
   std::vector<array> terms;
   for (size_t i = 0; i < argnums.size(); ++i) {
-    if (argnums[i] == 0) terms.push_back(segmented_node(tangents[i], primals[1], primals[2], stream()));
-    if (argnums[i] == 1) terms.push_back(segmented_node(primals[0], tangents[i], primals[2], stream()));
+    if (argnums[i] == 0)
+      terms.push_back(segmented_node(tangents[i], primals[1], primals[2], stream()));
+    if (argnums[i] == 1)
+      terms.push_back(segmented_node(primals[0], tangents[i], primals[2], stream()));
   }
   if (terms.empty()) {
-    throw std::invalid_argument("[SegmentedMM::jvp] Cannot calculate JVP with respect to segments.");
+    throw std::invalid_argument(
+        "[SegmentedMM::jvp] Cannot calculate JVP with respect to segments.");
   }
   return {terms.size() == 1 ? terms[0] : add(terms[0], terms[1], stream())};
 }

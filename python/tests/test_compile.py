@@ -453,6 +453,31 @@ def test_seed_9_3_flatten_works():
     assert close(out, np.array(x).reshape(25, 3))
 
 
+def test_shapeless_scalar_on_the_left_follows_the_new_shape():
+    # `2 * x` broadcasts the scalar to the traced shape; a later call with
+    # another shape must not return (or read) the traced shape. Also through
+    # a transposed input, an array scalar, several outputs and a smaller shape
+    # after a larger one (Loom's optimizers run Adam's step this way).
+    def step(g, m, lr):
+        m = 0.9 * m + 0.1 * g
+        return 1 - lr * m, 2 * mx.square(g), m
+
+    compiled = mx.compile(step, shapeless=True)
+    rng = np.random.default_rng(3)
+    for shape in [(3, 4), (5, 6), (64, 64), (20, 64), (1, 7), (4, 3)]:
+        g_np = rng.normal(size=shape[::-1]).astype(np.float32)
+        m_np = rng.normal(size=shape).astype(np.float32)
+        g, m, lr = mx.array(g_np).T, mx.array(m_np), mx.array(0.5)
+        got = compiled(g, m, lr)
+        want = step(g, m, lr)
+        for a, b in zip(got, want):
+            assert a.shape == shape
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-6, atol=1e-6)
+    doubled = mx.compile(lambda x: 2 * x, shapeless=True)
+    assert doubled(mx.ones((3, 4))).shape == (3, 4)
+    assert doubled(mx.ones((5, 6))).tolist() == [[2.0] * 6] * 5
+
+
 # --- composition ------------------------------------------------------------
 
 

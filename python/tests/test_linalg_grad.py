@@ -221,3 +221,34 @@ def test_grad_of_vmapped_solve():
     for i in range(2):
         gi = mx.grad(lambda m: mx.sum(mx.linalg.solve(m, b[i], stream=CPU)))(a[i])
         np.testing.assert_allclose(np.array(g[i]), np.array(gi), rtol=1e-10)
+
+
+@pytest.mark.parametrize("x_shape", [(6, 5), (3, 6, 5), (2, 3, 4, 5), (1, 5), (5,)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_matmul_weight_gradient_shared_by_a_batch(x_shape, transposed):
+    # d/dW of sum(c * (x @ W)) and of x @ W.T (nn.Linear's form), x with any
+    # number of batch dimensions: the batch is folded into one product and a
+    # transposed weight gets its gradient in its own layout; the values are
+    # those of the batched products summed.
+    r = rng(11)
+    x = r.normal(size=x_shape).astype(np.float32)
+    w = r.normal(size=(4, 5) if transposed else (5, 4)).astype(np.float32)
+    out_shape = x_shape[:-1] + (4,)
+    c = r.normal(size=out_shape).astype(np.float32)
+
+    def loss(w, x):
+        y = x @ (w.T if transposed else w)
+        return (y * mx.array(c)).sum()
+
+    gw, gx = mx.grad(loss, argnums=(0, 1))(mx.array(w), mx.array(x))
+    x2 = x.reshape(-1, 5).astype(np.float64)
+    c2 = c.reshape(-1, 4).astype(np.float64)
+    want_w = x2.T @ c2
+    if transposed:
+        want_w = want_w.T
+    w_eff = (w.T if transposed else w).astype(np.float64)
+    assert gw.shape == w.shape and gx.shape == x.shape
+    np.testing.assert_allclose(np.array(gw), want_w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(gx), (c2 @ w_eff.T).reshape(x_shape), rtol=1e-5, atol=1e-5)
+    # Updating the weight with its gradient reads it as the weight's layout.
+    np.testing.assert_allclose(np.array(mx.array(w) - 0.5 * gw), w - 0.5 * want_w, rtol=1e-5, atol=1e-5)

@@ -322,3 +322,106 @@ def test_compiled_training_step_keeps_active_memory_flat():
             assert mx.get_active_memory() <= baseline + 4096, (i, mx.get_active_memory(), baseline)
     assert last < 0.5 * first
     assert optimizer.state["step"].item() == 510
+
+
+def _adam_runs(make_opt, shapes, dtype, n=3):
+    """Parameters and state after n steps of make_opt() on a tree of `shapes`,
+    with gradients that change every step (numpy arrays, for comparing)."""
+    rng = np.random.default_rng(7)
+    params = {f"p{i}": mx.array(rng.normal(size=s).astype(np.float32)).astype(dtype)
+              for i, s in enumerate(shapes)}
+    grads = [{k: mx.array(rng.normal(size=v.shape).astype(np.float32)).astype(dtype)
+              for k, v in params.items()} for _ in range(n)]
+    opt = make_opt()
+    for g in grads:
+        params = opt.apply_gradients(g, params)
+        mx.eval(params, opt.state)
+    def as_np(a):
+        return np.array(a.astype(mx.float32))
+    state = {k: {m: as_np(a) for m, a in v.items()} for k, v in opt.state.items() if k.startswith("p")}
+    return {k: as_np(v) for k, v in params.items()}, state
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(
+    "make_opt",
+    [
+        lambda: optim.Adam(1e-2),
+        lambda: optim.Adam(1e-2, betas=[0.8, 0.99], eps=1e-6, bias_correction=True),
+        lambda: optim.AdamW(optim.exponential_decay(1e-2, 0.5), weight_decay=0.05),
+        lambda: optim.AdamW(1e-2, weight_decay=0.0, bias_correction=True),
+        lambda: optim.SGD(0.1),
+        lambda: optim.SGD(optim.step_decay(0.1, 0.5, 1), momentum=0.9, weight_decay=0.01),
+        lambda: optim.SGD(0.1, momentum=0.8, dampening=0.3),
+        lambda: optim.SGD(0.1, momentum=0.9, nesterov=True),
+        lambda: optim.RMSprop(1e-2, alpha=0.9),
+        lambda: optim.Lion(1e-3),
+        lambda: optim.Lion(1e-3, betas=[0.8, 0.95], weight_decay=0.1),
+    ],
+    ids=["adam", "adam-corrected", "adamw-scheduled", "adamw-corrected", "sgd",
+         "sgd-momentum-decay", "sgd-dampening", "sgd-nesterov", "rmsprop", "lion", "lion-decay"],
+)
+def test_fused_step_same_bits_with_and_without_compile(make_opt, dtype):
+    # Loom runs Adam's (SGD's, RMSprop's, Lion's) per-parameter update as one
+    # compiled (fused) function;
+    # it must give exactly what the op-by-op update gives, for every rank and
+    # shape (one shapeless trace serves them all), with a schedule changing
+    # the learning rate between steps.
+    shapes = [(5,), (3, 7), (2, 3, 4), (1,), (64, 33), ()]
+    dt = getattr(mx, dtype)
+    fused = _adam_runs(make_opt, shapes, dt)
+    mx.disable_compile()
+    try:
+        plain = _adam_runs(make_opt, shapes, dt)
+    finally:
+        mx.enable_compile()
+    for k in fused[0]:
+        np.testing.assert_array_equal(fused[0][k], plain[0][k], err_msg=k)
+        assert fused[1][k].keys() == plain[1][k].keys()
+        for m in fused[1][k]:
+            np.testing.assert_array_equal(fused[1][k][m], plain[1][k][m], err_msg=f"{k}.{m}")
+
+
+def test_adam_step_inside_compiled_step_and_grad():
+    # The fused update nested in a user's compiled step (state captured) and
+    # differentiated through (a meta-gradient of the updated parameter).
+    from functools import partial
+
+    w0 = np.array([[0.5, -1.0], [0.25, 2.0]], np.float32)
+    g0 = np.array([[0.1, -0.3], [0.2, 0.05]], np.float32)
+    results = []
+    for compiled in (True, False):
+        opt = optim.Adam(1e-1)
+        params = {"w": mx.array(w0)}
+        opt.init(params)
+        state = [opt.state]
+
+        def step(p, g):
+            return opt.apply_gradients(g, p)
+
+        run = partial(mx.compile, inputs=state, outputs=state)(step) if compiled else step
+        for _ in range(3):
+            params = run(params, {"w": mx.array(g0)})
+            mx.eval(params, opt.state)
+        results.append((np.array(params["w"]), np.array(opt.state["w"]["m"]), opt.step.item()))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-6)
+    assert results[0][2] == results[1][2] == 3
+
+    # Differentiated through (the parameter's new value as a function of the
+    # old one): the same gradient compiled or not, and d sum(w'^2)/dw = 2 w'.
+    def after_step(w):
+        opt = optim.Adam(1e-1)
+        new = opt.apply_gradients({"w": mx.array(g0)}, {"w": w})["w"]
+        return (new * new).sum(), new
+
+    grad_fn = mx.value_and_grad(after_step)
+    (_, new), grad = grad_fn(mx.array(w0))
+    mx.disable_compile()
+    try:
+        (_, new_plain), grad_plain = grad_fn(mx.array(w0))
+    finally:
+        mx.enable_compile()
+    np.testing.assert_array_equal(np.array(grad), np.array(grad_plain))
+    np.testing.assert_array_equal(np.array(new), np.array(new_plain))
+    np.testing.assert_allclose(np.array(grad), 2 * np.array(new), rtol=1e-5)

@@ -120,10 +120,12 @@ void gather_into(const array& in, const InputPlan& plan, size_t start, size_t n,
 }
 
 void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
   const Shape shape = outputs[0].shape();
   const size_t total = outputs[0].size();
-  if (total == 0) return;
+  if (total == 0) {
+    for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
+    return;
+  }
 
   std::vector<InputPlan> plans(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -141,6 +143,7 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
   }
 
   if (eval_f32_chain(*this, inputs, outputs, plans)) return;
+  for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
 
   const size_t kTile = tile_elements();
   const size_t tiles = (total + kTile - 1) / kTile;

@@ -23,8 +23,9 @@ struct InputPlan {
 void gather_into(const array& in, const InputPlan& plan, size_t start, size_t n, void* dst);
 
 // Runs the region when every value is float32 and every op is a unary or
-// binary table entry defined on float (or a broadcast); returns false (having
-// done nothing) otherwise.
+// binary table entry defined on float (or a broadcast), giving the outputs
+// their storage; returns false (having done nothing, the outputs still
+// without storage) otherwise.
 bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
                     std::vector<array>& outputs, const std::vector<InputPlan>& plans);
 

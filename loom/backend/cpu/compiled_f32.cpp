@@ -208,6 +208,45 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
                                         : s.binary_scalar(number[args[0]], number[args[1]]);
   }
 
+  const size_t total = outputs[0].size();
+  const bool stream = total * sizeof(float) >= kStreamBytes;
+
+  // An output takes over the buffer of a dense input that dies with this
+  // node (Adam's old m, v and parameter; a chain's consumed intermediate),
+  // as eager kernels do: no fresh buffer, and the lines it writes are the
+  // ones the chunk has just read, so no cold read-for-ownership. Its values
+  // then go through the chunk buffer and are copied out after the chunk's
+  // last op, once every read of the input's elements there is done.
+  std::vector<char> donated(outputs.size(), 0);
+  {
+    std::vector<char> taken(num_inputs, 0);
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const size_t v = num_inputs + c.output_ops()[j];
+      if (uniform[v] || steps[c.output_ops()[j]].kind == Step::alias) continue;
+      for (int k = 0; k < num_inputs; ++k) {
+        const array& in = inputs[k];
+        if (taken[k] || plans[k].kind != InputPlan::dense || !in.is_donatable() ||
+            outputs[j].is_tracer() || in.data_size() != total) {
+          continue;
+        }
+        // One input may appear twice among the node's inputs: donate only a
+        // buffer no other input slot reads.
+        bool shared = false;
+        for (int q = 0; q < num_inputs; ++q) {
+          shared = shared || (q != k && inputs[q].data<float>() == in.data<float>());
+        }
+        if (shared) continue;
+        taken[k] = 1;
+        donated[j] = 1;
+        outputs[j].copy_shared_buffer(in);
+        break;
+      }
+    }
+  }
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (!donated[j]) outputs[j].set_data(allocator::allocate(outputs[j].nbytes()));
+  }
+
   // Chunk buffers: the values neither read in place nor written to an
   // output get a buffer from a small pool, returned after their last use,
   // so a long chain needs only as many buffers as it has values live at once.
@@ -217,6 +256,10 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
   std::vector<int> last_use(values, -1);
   for (size_t i = 0; i < ops.size(); ++i)
     for (int a : ops[i].args) last_use[a] = static_cast<int>(i);
+  // A donated output's chunk buffer lives to the end of the chunk.
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (donated[j]) last_use[num_inputs + c.output_ops()[j]] = static_cast<int>(ops.size());
+  }
   // An alias shares its source's storage, which must outlive the alias.
   for (size_t i = ops.size(); i-- > 0;) {
     if (steps[i].kind == Step::alias) {
@@ -224,8 +267,6 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
       last_use[src] = std::max(last_use[src], last_use[num_inputs + i]);
     }
   }
-  const size_t total = outputs[0].size();
-  const bool stream = total * sizeof(float) >= kStreamBytes;
   std::vector<int> buffer(values, -1);
   int buffers = 0;
   {
@@ -242,7 +283,8 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
     }
     for (size_t i = 0; i < ops.size(); ++i) {
       const size_t v = num_inputs + i;
-      if (!uniform[v] && steps[i].kind != Step::alias && (escape[i] < 0 || stream)) {
+      if (!uniform[v] && steps[i].kind != Step::alias &&
+          (escape[i] < 0 || stream || donated[escape[i]])) {
         buffer[v] = take();
       }
       // Operands read for the last time give their buffer back (once, even
@@ -283,7 +325,8 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
         if (out) std::copy(ptr[v], ptr[v] + n, out);
         continue;
       }
-      float* dst = out && !stream ? out : scratch + buffer[v] * kChunk;
+      const bool deferred = out && donated[escape[i]];
+      float* dst = out && !stream && !deferred ? out : scratch + buffer[v] * kChunk;
       if (s.kind == Step::unary) {
         s.unary_loop(ptr[args[0]], dst, n);
       } else if (uniform[args[1]]) {
@@ -294,7 +337,12 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
         s.binary_loop(ptr[args[0]], ptr[args[1]], dst, n);
       }
       ptr[v] = dst;
-      if (out && stream) store_out(dst, out, n, true);
+      if (out && stream && !deferred) store_out(dst, out, n, true);
+    }
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      if (!donated[j]) continue;
+      const float* src = ptr[num_inputs + c.output_ops()[j]];
+      std::memcpy(outputs[j].data<float>() + start, src, n * sizeof(float));
     }
   };
 

@@ -19,6 +19,62 @@ from ..utils import tree_flatten, tree_map, tree_merge, tree_reduce, tree_unflat
 Schedulable = Union[float, Callable[[mx.array], mx.array]]
 
 
+def _adam_update(gradient, parameter, m, v, lr, b1, b2, eps, decay, corrections):
+    """One parameter's Adam (or AdamW) step: ``(new parameter, m, v)``.
+
+    The same operations, in the same order, as MLX's ``Adam.apply_single``
+    (and AdamW's weight decay before it), so the results are bit for bit
+    those of the unfused step.
+    """
+    if decay is not None:
+        parameter = parameter * (1 - lr * decay)
+    m = b1 * m + (1 - b1) * gradient
+    v = b2 * v + (1 - b2) * mx.square(gradient)
+    if corrections is None:
+        return parameter - lr * m / (mx.sqrt(v) + eps), m, v
+    c1, c2 = corrections
+    return parameter - c1 * m / (mx.sqrt(v) * c2 + eps), m, v
+
+
+def _sgd_update(gradient, parameter, v, lr, weight_decay, momentum, dampening, nesterov):
+    """SGD's step as MLX's ``SGD.apply_single`` computes it: ``(new parameter, v)``."""
+    if weight_decay != 0:
+        gradient = gradient + weight_decay * parameter
+    if v is None:
+        return parameter - lr * gradient, None
+    v = momentum * v
+    v = v + ((1 - dampening) * gradient if dampening > 0 else gradient)
+    step = gradient + momentum * v if nesterov else v
+    return parameter - lr * step, v
+
+
+def _rmsprop_update(gradient, parameter, v, lr, alpha, eps):
+    """RMSprop's step as MLX's ``RMSprop.apply_single`` computes it: ``(new parameter, v)``."""
+    v = alpha * v + (1 - alpha) * mx.square(gradient)
+    return parameter - lr * gradient / (mx.sqrt(v) + eps), v
+
+
+def _lion_update(gradient, parameter, m, lr, b1, b2, weight_decay):
+    """Lion's step as MLX's ``Lion.apply_single`` computes it: ``(new parameter, m)``."""
+    c = b1 * m + (1 - b1) * gradient
+    m = b2 * m + (1 - b2) * gradient
+    if weight_decay > 0:
+        parameter = (1 - lr * weight_decay) * parameter
+    return parameter - lr * mx.sign(c), m
+
+
+# Run unfused, a step is up to a dozen element-wise ops, each a pass over the
+# parameter's memory (most of an MLP's Adam step beside its GEMMs); compiled,
+# it is one pass reading g, p and the moments and writing p and the moments
+# (into the old ones' buffers when nothing else holds them). Shapeless: one
+# trace per rank and dtype serves every parameter. Inside a transform (grad of
+# a step) compile replays the plain ops; under disable_compile it runs them.
+_fused_adam = mx.compile(_adam_update, shapeless=True)
+_fused_sgd = mx.compile(_sgd_update, shapeless=True)
+_fused_rmsprop = mx.compile(_rmsprop_update, shapeless=True)
+_fused_lion = mx.compile(_lion_update, shapeless=True)
+
+
 class Optimizer:
     """Base class: subclasses define ``init_single`` and ``apply_single``."""
 
@@ -192,15 +248,12 @@ class SGD(Optimizer):
 
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
-        if self.weight_decay != 0:
-            gradient = gradient + self.weight_decay * parameter
-        if self.momentum <= 0:
-            return parameter - lr * gradient
-        v = self.momentum * state.get("v")
-        v = v + ((1 - self.dampening) * gradient if self.dampening > 0 else gradient)
-        state["v"] = v
-        step = gradient + self.momentum * v if self.nesterov else v
-        return parameter - lr * step
+        v = state.get("v") if self.momentum > 0 else None
+        parameter, v = _fused_sgd(gradient, parameter, v, lr, self.weight_decay, self.momentum,
+                                  self.dampening, self.nesterov)
+        if v is not None:
+            state["v"] = v
+        return parameter
 
 
 class RMSprop(Optimizer):
@@ -221,9 +274,9 @@ class RMSprop(Optimizer):
 
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
-        v = self.alpha * state["v"] + (1 - self.alpha) * mx.square(gradient)
-        state["v"] = v
-        return parameter - lr * gradient / (mx.sqrt(v) + self.eps)
+        parameter, state["v"] = _fused_rmsprop(gradient, parameter, state["v"], lr, self.alpha,
+                                               self.eps)
+        return parameter
 
 
 class Adagrad(Optimizer):
@@ -300,19 +353,22 @@ class Adam(Optimizer):
         state["m"] = mx.zeros_like(parameter)
         state["v"] = mx.zeros_like(parameter)
 
+    # AdamW's decoupled weight decay (None: plain Adam).
+    _decay: Optional[float] = None
+
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
         b1, b2 = self.betas
-        m = b1 * state["m"] + (1 - b1) * gradient
-        v = b2 * state["v"] + (1 - b2) * mx.square(gradient)
-        state["m"] = m
-        state["v"] = v
+        corrections = None
         if self.bias_correction:
             step = self.step
             c1 = (lr / (1 - b1**step)).astype(gradient.dtype)
             c2 = mx.rsqrt(1 - b2**step).astype(gradient.dtype)
-            return parameter - c1 * m / (mx.sqrt(v) * c2 + self.eps)
-        return parameter - lr * m / (mx.sqrt(v) + self.eps)
+            corrections = (c1, c2)
+        parameter, state["m"], state["v"] = _fused_adam(
+            gradient, parameter, state["m"], state["v"], lr, b1, b2, self.eps, self._decay,
+            corrections)
+        return parameter
 
 
 class AdamW(Adam):
@@ -334,9 +390,9 @@ class AdamW(Adam):
         )
         self.weight_decay = weight_decay
 
-    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
-        lr = self.learning_rate.astype(gradient.dtype)
-        return super().apply_single(gradient, parameter * (1 - lr * self.weight_decay), state)
+    @property
+    def _decay(self) -> float:
+        return self.weight_decay
 
 
 class Adamax(Adam):
@@ -378,13 +434,9 @@ class Lion(Optimizer):
 
     def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
         lr = self.learning_rate.astype(gradient.dtype)
-        b1, b2 = self.betas
-        m = state["m"]
-        c = b1 * m + (1 - b1) * gradient
-        state["m"] = b2 * m + (1 - b2) * gradient
-        if self.weight_decay > 0:
-            parameter = (1 - lr * self.weight_decay) * parameter
-        return parameter - lr * mx.sign(c)
+        parameter, state["m"] = _fused_lion(gradient, parameter, state["m"], lr, *self.betas,
+                                            self.weight_decay)
+        return parameter
 
 
 class Adafactor(Optimizer):
