@@ -1,0 +1,377 @@
+// Direct float32 convolution kernels (see conv_direct.h), AVX-512 chosen at
+// run time: the forward (also the input gradient, a forward of the
+// cotangent against the turned-around kernel) and the weight gradient.
+#include "loom/backend/cpu/conv_direct.h"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "loom/backend/cpu/thread_pool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define LOOM_CONV_X86 1
+#endif
+
+namespace loom::cpu {
+
+bool conv_direct_suits(const ConvGeometry& g) {
+  // Below 16 output channels per group a tile is one masked vector; below
+  // 4 input channels the per-tile pointer set-up outweighs the products.
+  return g.Og >= 16 && g.Cg >= 4 && g.kc > 0;
+}
+
+bool conv_wgrad_direct_suits(const ConvGeometry& g, int64_t O) {
+  // The tile spans 8 input channels at most and needs them all.
+  return O >= 16 && g.C >= 8 && g.G == 1;
+}
+
+#if defined(LOOM_CONV_X86)
+
+#define LOOM_AVX512 __attribute__((target("avx512f")))
+
+bool conv_direct_available() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+// Output channels per register tile: four vectors.
+constexpr int64_t kBlock = 64;
+// Rows a forward job covers: a multiple of every tile height (6 and 8), and
+// ~80 µs of work on the ResNet-stage shape, so that a thread descheduled on a
+// loaded machine leaves only a small job for the others to wait on.
+constexpr int64_t kForwardJobRows = 96;
+// Weight gradient: rows a job covers (one accumulator buffer taken per job),
+// and rows per pass over the taps (their cotangent rows, 96 x 64 floats,
+// stay in L1 across the taps and channel tiles).
+constexpr int64_t kWgradJobRows = 1536;
+constexpr int64_t kWgradPassRows = 96;
+
+// Pixels (forward) or input channels (weight gradient) per tile for V
+// vectors of output channels: R x V accumulators, V weight vectors and a
+// broadcast within the 32 vector registers, and the forward's R input
+// pointers within the general registers.
+constexpr int tile_rows(int V) { return V == 4 ? 6 : 8; }
+
+inline __mmask16 tail_mask(int64_t n) {
+  return n >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// out[r][0, 16V) = sum over taps t and channels c of px[t][r][c] * pw[t][c][0, 16V).
+template <int R, int V>
+LOOM_AVX512 void forward_tile(const float* const* px, const float* const* pw, int64_t ntaps,
+                              int64_t C, int64_t ldw, float* const* out, __mmask16 last) {
+  __m512 acc[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int64_t t = 0; t < ntaps; ++t) {
+    const float* p[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) p[r] = px[t * R + r];
+    const float* w = pw[t];
+    for (int64_t c = 0; c < C; ++c, w += ldw) {
+      __m512 wv[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_ps(w + v * kLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 b = _mm512_set1_ps(p[r][c]);
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b, wv[v], acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v + 1 < V; ++v) _mm512_storeu_ps(out[r] + v * kLanes, acc[r][v]);
+    _mm512_mask_storeu_ps(out[r] + (V - 1) * kLanes, last, acc[r][V - 1]);
+  }
+}
+
+// acc[r][0, 16V) += sum over i of xs[i][c0 + r] * cs[i][o0 + (0, 16V)] for
+// r >= r_begin (the rows below belong to the previous tile: the last tile of
+// a channel range is shifted back to stay inside it).
+template <int R, int V>
+LOOM_AVX512 void wgrad_tile(const float* const* xs, const float* const* cs, int64_t n, int64_t c0,
+                            int64_t o0, float* acc, int64_t ld, int r_begin, __mmask16 last) {
+  __m512 a[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 m = r < r_begin ? 0 : (v + 1 < V ? static_cast<__mmask16>(0xFFFF) : last);
+      a[r][v] = _mm512_maskz_loadu_ps(m, acc + r * ld + v * kLanes);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float* x = xs[i] + c0;
+    const float* c = cs[i] + o0;
+    __m512 wv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v + 1 < V; ++v) wv[v] = _mm512_loadu_ps(c + v * kLanes);
+    wv[V - 1] = _mm512_maskz_loadu_ps(last, c + (V - 1) * kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 b = _mm512_set1_ps(x[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) a[r][v] = _mm512_fmadd_ps(b, wv[v], a[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (r < r_begin) continue;
+#pragma GCC unroll 4
+    for (int v = 0; v + 1 < V; ++v) _mm512_storeu_ps(acc + r * ld + v * kLanes, a[r][v]);
+    _mm512_mask_storeu_ps(acc + r * ld + (V - 1) * kLanes, last, a[r][V - 1]);
+  }
+}
+
+using ForwardTile = void (*)(const float* const*, const float* const*, int64_t, int64_t, int64_t,
+                             float* const*, __mmask16);
+using WgradTile = void (*)(const float* const*, const float* const*, int64_t, int64_t, int64_t,
+                           float*, int64_t, int, __mmask16);
+
+ForwardTile forward_tile_for(int V) {
+  switch (V) {
+    case 1:
+      return forward_tile<tile_rows(1), 1>;
+    case 2:
+      return forward_tile<tile_rows(2), 2>;
+    case 3:
+      return forward_tile<tile_rows(3), 3>;
+    default:
+      return forward_tile<tile_rows(4), 4>;
+  }
+}
+
+WgradTile wgrad_tile_for(int V) {
+  switch (V) {
+    case 1:
+      return wgrad_tile<tile_rows(1), 1>;
+    case 2:
+      return wgrad_tile<tile_rows(2), 2>;
+    case 3:
+      return wgrad_tile<tile_rows(3), 3>;
+    default:
+      return wgrad_tile<tile_rows(4), 4>;
+  }
+}
+
+// Float buffers aligned to a cache line (the packed weight's rows are read
+// as whole vectors).
+struct AlignedDelete {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+using AlignedFloats = std::unique_ptr<float[], AlignedDelete>;
+
+AlignedFloats aligned_floats(int64_t n) {
+  return AlignedFloats(
+      new (std::align_val_t{64}) float[static_cast<size_t>(std::max<int64_t>(n, 1))]);
+}
+
+// A tap's position along each padded axis.
+struct Tap {
+  int64_t j0, j1, j2;
+};
+
+std::vector<Tap> taps_of(const ConvGeometry& g) {
+  std::vector<Tap> taps(static_cast<size_t>(g.taps));
+  for (int64_t t = 0; t < g.taps; ++t) {
+    taps[t] = {t / (g.k[1] * g.k[2]), (t / g.k[2]) % g.k[1], t % g.k[2]};
+  }
+  return taps;
+}
+
+// Offset of the input pixel output row `ri` reads at tap `tp` (channel 0),
+// or -1 where that tap falls on padding.
+inline int64_t source_offset(const ConvGeometry& g, const ConvRow& ri, const Tap& tp) {
+  const int64_t s0 = g.src[0][ri.o0 * g.k[0] + tp.j0];
+  const int64_t s1 = g.src[1][ri.o1 * g.k[1] + tp.j1];
+  const int64_t s2 = g.src[2][ri.o2 * g.k[2] + tp.j2];
+  if (s0 < 0 || s1 < 0 || s2 < 0) return -1;
+  return (((ri.n * g.in[0] + s0) * g.in[1] + s1) * g.in[2] + s2) * g.C;
+}
+
+} // namespace
+
+void conv_direct_f32(const ConvGeometry& g, const float* x, const float* w, float* out) {
+  // The weight packed per (group, block of 64 output channels) as
+  // [tap][c][block width rounded up to whole vectors], zero-filled past the
+  // last channel so that full-vector loads are harmless.
+  const int64_t blocks = (g.Og + kBlock - 1) / kBlock;
+  std::vector<int64_t> block_offset(static_cast<size_t>(g.G * blocks + 1), 0);
+  for (int64_t grp = 0, i = 0; grp < g.G; ++grp) {
+    for (int64_t b = 0; b < blocks; ++b, ++i) {
+      const int64_t width = std::min(kBlock, g.Og - b * kBlock);
+      const int64_t padded = (width + kLanes - 1) / kLanes * kLanes;
+      block_offset[i + 1] = block_offset[i] + g.taps * g.Cg * padded;
+    }
+  }
+  AlignedFloats packed = aligned_floats(block_offset.back());
+  parallel_for(static_cast<size_t>(g.G * blocks), 1, [&](size_t b0, size_t b1) {
+    for (size_t i = b0; i < b1; ++i) {
+      const int64_t grp = static_cast<int64_t>(i) / blocks, b = static_cast<int64_t>(i) % blocks;
+      const int64_t o0 = grp * g.Og + b * kBlock;
+      const int64_t width = std::min(kBlock, g.Og - b * kBlock);
+      const int64_t ld = (width + kLanes - 1) / kLanes * kLanes;
+      float* dst = packed.get() + block_offset[i];
+      for (int64_t t = 0; t < g.taps; ++t) {
+        for (int64_t c = 0; c < g.Cg; ++c) {
+          float* row = dst + (t * g.Cg + c) * ld;
+          for (int64_t o = 0; o < width; ++o) row[o] = w[((o0 + o) * g.taps + t) * g.Cg + c];
+          std::fill(row + width, row + ld, 0.0f);
+        }
+      }
+    }
+  });
+
+  const std::vector<Tap> taps = taps_of(g);
+  const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
+  const int64_t row_jobs = (g.rows + kForwardJobRows - 1) / kForwardJobRows;
+  parallel_chunks(static_cast<size_t>(g.G * blocks * row_jobs), [&](size_t job) {
+    const int64_t i = static_cast<int64_t>(job) / row_jobs;
+    const int64_t grp = i / blocks, b = i % blocks;
+    const int64_t width = std::min(kBlock, g.Og - b * kBlock);
+    const int V = static_cast<int>((width + kLanes - 1) / kLanes);
+    const int R = tile_rows(V);
+    const int64_t ld = V * kLanes;
+    const ForwardTile tile = forward_tile_for(V);
+    const __mmask16 last = tail_mask(width - (V - 1) * kLanes);
+    const float* wb = packed.get() + block_offset[i];
+    const float* xg = x + grp * g.Cg;
+    const int64_t col = grp * g.Og + b * kBlock;
+    const int64_t r_start = static_cast<int64_t>(job) % row_jobs * kForwardJobRows;
+    const int64_t r_end = std::min(g.rows, r_start + kForwardJobRows);
+    float scratch[kBlock];
+    const float* px[27 * 8];
+    std::vector<const float*> px_heap;
+    const float** pxs = px;
+    if (g.taps > 27) {
+      px_heap.resize(static_cast<size_t>(g.taps * R));
+      pxs = px_heap.data();
+    }
+    std::vector<const float*> pw(static_cast<size_t>(g.taps));
+    float* outs[8];
+    ConvRow ri[8];
+    bool valid[8];
+    for (int64_t r0 = r_start; r0 < r_end; r0 += R) {
+      for (int r = 0; r < R; ++r) {
+        valid[r] = r0 + r < r_end;
+        if (valid[r]) ri[r] = conv_row(g, r0 + r);
+        outs[r] = valid[r] ? out + (r0 + r) * g.O + col : scratch;
+      }
+      int64_t active = 0;
+      for (int64_t t = 0; t < g.taps; ++t) {
+        bool any = false;
+        const float** p = pxs + active * R;
+        for (int r = 0; r < R; ++r) {
+          const int64_t off = valid[r] ? source_offset(g, ri[r], taps[t]) : -1;
+          p[r] = off < 0 ? zeros.data() : xg + off;
+          any |= off >= 0;
+        }
+        if (!any) continue;
+        pw[active++] = wb + t * g.Cg * ld;
+      }
+      if (active == 0) {
+        for (int r = 0; r < R; ++r) {
+          if (valid[r]) std::fill(outs[r], outs[r] + width, 0.0f);
+        }
+        continue;
+      }
+      tile(pxs, pw.data(), active, g.Cg, ld, outs, last);
+    }
+  });
+}
+
+void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* cot, int64_t O,
+                           float* out) {
+  const int64_t C = g.C, Q = g.taps;
+  const int64_t size = C * Q * O;
+  // One accumulator per job in flight: a job takes a free one (or makes
+  // it), so as many exist as threads ran jobs at once, and they are summed
+  // at the end.
+  std::mutex lock;
+  std::vector<std::unique_ptr<float[]>> all;
+  std::vector<float*> free_list;
+  const std::vector<Tap> taps = taps_of(g);
+  const int64_t jobs = (g.rows + kWgradJobRows - 1) / kWgradJobRows;
+  parallel_chunks(static_cast<size_t>(jobs), [&](size_t job) {
+    float* acc;
+    {
+      std::lock_guard<std::mutex> hold(lock);
+      if (free_list.empty()) {
+        all.emplace_back(new float[static_cast<size_t>(size)]());
+        free_list.push_back(all.back().get());
+      }
+      acc = free_list.back();
+      free_list.pop_back();
+    }
+    const int64_t j0 = static_cast<int64_t>(job) * kWgradJobRows;
+    const int64_t j1 = std::min(g.rows, j0 + kWgradJobRows);
+    std::vector<const float*> xs(static_cast<size_t>(kWgradPassRows));
+    std::vector<const float*> cs(static_cast<size_t>(kWgradPassRows));
+    std::vector<ConvRow> ri(static_cast<size_t>(kWgradPassRows));
+    for (int64_t p0 = j0; p0 < j1; p0 += kWgradPassRows) {
+      const int64_t p1 = std::min(j1, p0 + kWgradPassRows);
+      for (int64_t r = p0; r < p1; ++r) ri[r - p0] = conv_row(g, r);
+      for (int64_t q = 0; q < Q; ++q) {
+        // The rows whose tap q reads the input (the others add nothing).
+        int64_t n = 0;
+        for (int64_t r = p0; r < p1; ++r) {
+          const int64_t off = source_offset(g, ri[r - p0], taps[q]);
+          if (off < 0) continue;
+          xs[n] = x + off;
+          cs[n] = cot + r * O;
+          ++n;
+        }
+        if (n == 0) continue;
+        for (int64_t o0 = 0; o0 < O; o0 += kBlock) {
+          const int64_t width = std::min(kBlock, O - o0);
+          const int V = static_cast<int>((width + kLanes - 1) / kLanes);
+          const int R = tile_rows(V);
+          const WgradTile tile = wgrad_tile_for(V);
+          const __mmask16 last = tail_mask(width - (V - 1) * kLanes);
+          for (int64_t c0 = 0; c0 < C; c0 += R) {
+            const int64_t start = std::min(c0, C - R);
+            tile(xs.data(), cs.data(), n, start, o0, acc + (start * Q + q) * O + o0, Q * O,
+                 static_cast<int>(c0 - start), last);
+          }
+        }
+      }
+    }
+    std::lock_guard<std::mutex> hold(lock);
+    free_list.push_back(acc);
+  });
+  std::fill(out, out + size, 0.0f);
+  for (const auto& acc : all) {
+    const float* a = acc.get();
+    for (int64_t i = 0; i < size; ++i) out[i] += a[i];
+  }
+}
+
+#else
+
+bool conv_direct_available() { return false; }
+
+void conv_direct_f32(const ConvGeometry&, const float*, const float*, float*) {
+  throw std::logic_error("[conv_direct_f32] Called on a CPU without AVX-512.");
+}
+
+void conv_wgrad_direct_f32(const ConvGeometry&, const float*, const float*, int64_t, float*) {
+  throw std::logic_error("[conv_wgrad_direct_f32] Called on a CPU without AVX-512.");
+}
+
+#endif
+
+} // namespace loom::cpu
