@@ -240,7 +240,10 @@ void conv_direct_f32(const ConvGeometry& g, const float* x, const float* w, floa
   const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
   const int64_t row_jobs = (g.rows + kForwardJobRows - 1) / kForwardJobRows;
   parallel_chunks(static_cast<size_t>(g.G * blocks * row_jobs), [&](size_t job) {
-    const int64_t i = static_cast<int64_t>(job) / row_jobs;
+    // Consecutive jobs share their rows and differ in output block, so the
+    // input rows one job reads are still in cache for the next (several
+    // blocks: 1x1 64 -> 256, forward CPU 47 -> 44 ms, loaded).
+    const int64_t i = static_cast<int64_t>(job) % (g.G * blocks);
     const int64_t grp = i / blocks, b = i % blocks;
     const int64_t width = std::min(kBlock, g.Og - b * kBlock);
     const int V = static_cast<int>((width + kLanes - 1) / kLanes);
@@ -251,7 +254,7 @@ void conv_direct_f32(const ConvGeometry& g, const float* x, const float* w, floa
     const float* wb = packed.get() + block_offset[i];
     const float* xg = x + grp * g.Cg;
     const int64_t col = grp * g.Og + b * kBlock;
-    const int64_t r_start = static_cast<int64_t>(job) % row_jobs * kForwardJobRows;
+    const int64_t r_start = static_cast<int64_t>(job) / (g.G * blocks) * kForwardJobRows;
     const int64_t r_end = std::min(g.rows, r_start + kForwardJobRows);
     float scratch[kBlock];
     const float* px[27 * 8];
