@@ -157,8 +157,7 @@ TEST(Conv, GradientsMatchFiniteDifferences) {
 // plus a lane, several 64-channel blocks with a ragged last one; input
 // channels from 1 up; strides, padding, dilations, groups and flip; a row
 // count that ends in a partial tile.
-TEST(Conv, DirectKernelMatchesDirectLoop) {
-  if (!cpu::conv_direct_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+void check_direct_kernel() {
   std::vector<Case> cases = {
       {{1, 5, 7, 3}, {1, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false}},
       {{2, 6, 5, 8}, {17, 3, 3, 8}, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false}},
@@ -183,11 +182,16 @@ TEST(Conv, DirectKernelMatchesDirectLoop) {
   }
 }
 
+TEST(Conv, DirectKernelMatchesDirectLoop) {
+  if (!cpu::conv_direct_available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+  check_direct_kernel();
+}
+
 // The weight gradient through the direct kernel (enough channels for the
 // routing to choose it: 8+ input, 16+ output), against sums over the direct
 // loop's positions; input channels not a multiple of the tile, output
 // channels with a ragged last vector and a second block.
-TEST(Conv, DirectWeightGradientMatchesDirectLoop) {
+void check_weight_gradient() {
   struct WCase {
     Shape xs, ws;
     std::vector<int> stride, pad, dil;
@@ -231,4 +235,16 @@ TEST(Conv, DirectWeightGradientMatchesDirectLoop) {
             ASSERT_NEAR(got, want, 1e-4 * (1 + std::abs(want))) << o << " " << kh << kw << ch;
           }
   }
+}
+
+TEST(Conv, DirectWeightGradientMatchesDirectLoop) { check_weight_gradient(); }
+
+// The AVX2 kernels (16 channels at a time in 8-float vectors) where the CPU
+// also has AVX-512.
+TEST(Conv, DirectKernelAvx2MatchesDirectLoop) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP();
+  const int previous = cpu::conv_direct_cap_isa(1);
+  check_direct_kernel();
+  check_weight_gradient();
+  cpu::conv_direct_cap_isa(previous);
 }

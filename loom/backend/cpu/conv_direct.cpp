@@ -4,6 +4,8 @@
 #include "loom/backend/cpu/conv_direct.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -13,7 +15,6 @@
 #include "loom/backend/cpu/thread_pool.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
 #define LOOM_CONV_X86 1
 #endif
 
@@ -32,17 +33,39 @@ bool conv_wgrad_direct_suits(const ConvGeometry& g, int64_t O) {
 
 #if defined(LOOM_CONV_X86)
 
-#define LOOM_AVX512 __attribute__((target("avx512f")))
+namespace {
 
-bool conv_direct_available() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
+std::atomic<int> isa_cap{2};
+
+// Which kernels run: 0 none, 1 AVX2 + FMA, 2 AVX-512F (what the CPU has,
+// within the cap tests set).
+int isa_level() {
+  static const int level = __builtin_cpu_supports("avx512f")                                 ? 2
+                           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                             : 0;
+  return std::min(level, isa_cap.load(std::memory_order_relaxed));
 }
+
+} // namespace
+
+bool conv_direct_available() { return isa_level() > 0; }
+
+int conv_direct_cap_isa(int level) { return isa_cap.exchange(level); }
 
 namespace {
 
+// The tiles are written once over GCC's portable vectors and compiled
+// twice, inlined into an AVX-512 entry point (16-float vectors: one zmm
+// register each) and an AVX2 one (8-float vectors, one ymm: GCC lowers a
+// 16-float vector without AVX-512 through memory).
+using f32x16 = float __attribute__((vector_size(64)));
+using f32x8 = float __attribute__((vector_size(32)));
+
+template <typename Vec>
+constexpr int64_t lanes_of = sizeof(Vec) / sizeof(float);
+
 constexpr int64_t kLanes = 16;
-// Output channels per register tile: four vectors.
+// Output channels per register tile: four 16-float vectors.
 constexpr int64_t kBlock = 64;
 // Rows a forward job covers: a multiple of every tile height (6 and 8), and
 // ~80 µs of work on the ResNet-stage shape, so that a thread descheduled on a
@@ -55,116 +78,198 @@ constexpr int64_t kWgradJobRows = 1536;
 constexpr int64_t kWgradPassRows = 96;
 
 // Pixels (forward) or input channels (weight gradient) per tile for V
-// vectors of output channels: R x V accumulators, V weight vectors and a
-// broadcast within the 32 vector registers, and the forward's R input
-// pointers within the general registers.
-constexpr int tile_rows(int V) { return V == 4 ? 6 : 8; }
+// 16-float vectors of output channels. AVX-512: R x V accumulators, V weight
+// vectors and a broadcast within the 32 registers, and the forward's R input
+// pointers within the general registers. AVX2 (16 registers) runs 16
+// channels at a time: 6 x 2 ymm accumulators.
+constexpr int tile_rows(int level, int V) { return level == 1 || V == 4 ? 6 : 8; }
 
-inline __mmask16 tail_mask(int64_t n) {
-  return n >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+template <typename Vec>
+__attribute__((always_inline)) inline Vec load_vec(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
-// out[r][0, 16V) = sum over taps t and channels c of px[t][r][c] * pw[t][c][0, 16V).
-template <int R, int V>
-LOOM_AVX512 void forward_tile(const float* const* px, const float* const* pw, int64_t ntaps,
-                              int64_t C, int64_t ldw, float* const* out, __mmask16 last) {
-  __m512 acc[R][V];
+template <typename Vec>
+__attribute__((always_inline)) inline void store_vec(float* p, const Vec& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// out[r][col, col + width) = sum over taps t and channels c of
+// px[t][r][c] * pw[t][c][col, col + width), for V vectors of columns
+// (width <= V lanes; the weight rows are padded to whole vectors).
+template <typename Vec, int R, int V>
+__attribute__((always_inline)) inline void forward_tile(const float* const* px,
+                                                        const float* const* pw, int64_t ntaps,
+                                                        int64_t C, int64_t ldw, float* const* out,
+                                                        int64_t col, int64_t width) {
+  constexpr int64_t L = lanes_of<Vec>;
+  Vec acc[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[r][v] = Vec{};
   }
   for (int64_t t = 0; t < ntaps; ++t) {
     const float* p[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) p[r] = px[t * R + r];
-    const float* w = pw[t];
+    const float* w = pw[t] + col;
     for (int64_t c = 0; c < C; ++c, w += ldw) {
-      __m512 wv[V];
+      Vec wv[V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_ps(w + v * kLanes);
+      for (int v = 0; v < V; ++v) wv[v] = load_vec<Vec>(w + v * L);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512 b = _mm512_set1_ps(p[r][c]);
+        const float b = p[r][c];
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b, wv[v], acc[r][v]);
+        for (int v = 0; v < V; ++v) acc[r][v] += wv[v] * b;
       }
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+    float* o = out[r] + col;
 #pragma GCC unroll 4
-    for (int v = 0; v + 1 < V; ++v) _mm512_storeu_ps(out[r] + v * kLanes, acc[r][v]);
-    _mm512_mask_storeu_ps(out[r] + (V - 1) * kLanes, last, acc[r][V - 1]);
+    for (int v = 0; v < V; ++v) {
+      const int64_t n = width - v * L;
+      if (n >= L) {
+        store_vec(o + v * L, acc[r][v]);
+      } else if (n > 0) {
+        std::memcpy(o + v * L, &acc[r][v], sizeof(float) * n);
+      }
+    }
   }
 }
 
-// acc[r][0, 16V) += sum over i of xs[i][c0 + r] * cs[i][o0 + (0, 16V)] for
-// r >= r_begin (the rows below belong to the previous tile: the last tile of
-// a channel range is shifted back to stay inside it).
-template <int R, int V>
-LOOM_AVX512 void wgrad_tile(const float* const* xs, const float* const* cs, int64_t n, int64_t c0,
-                            int64_t o0, float* acc, int64_t ld, int r_begin, __mmask16 last) {
-  __m512 a[R][V];
+// acc[r][0, V lanes) += sum over i of xs[i][c0 + r] * cs[i][col, col + V
+// lanes) for r >= r_begin (the rows below belong to the previous tile: the
+// last tile of a channel range is shifted back to stay inside it). cs rows
+// and acc rows are padded to whole vectors.
+template <typename Vec, int R, int V>
+__attribute__((always_inline)) inline void wgrad_tile(const float* const* xs,
+                                                      const float* const* cs, int64_t n, int64_t c0,
+                                                      int64_t col, float* acc, int64_t ld,
+                                                      int r_begin) {
+  constexpr int64_t L = lanes_of<Vec>;
+  Vec a[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      const __mmask16 m = r < r_begin ? 0 : (v + 1 < V ? static_cast<__mmask16>(0xFFFF) : last);
-      a[r][v] = _mm512_maskz_loadu_ps(m, acc + r * ld + v * kLanes);
-    }
+    for (int v = 0; v < V; ++v) a[r][v] = r < r_begin ? Vec{} : load_vec<Vec>(acc + r * ld + v * L);
   }
   for (int64_t i = 0; i < n; ++i) {
     const float* x = xs[i] + c0;
-    const float* c = cs[i] + o0;
-    __m512 wv[V];
+    const float* c = cs[i] + col;
+    Vec wv[V];
 #pragma GCC unroll 4
-    for (int v = 0; v + 1 < V; ++v) wv[v] = _mm512_loadu_ps(c + v * kLanes);
-    wv[V - 1] = _mm512_maskz_loadu_ps(last, c + (V - 1) * kLanes);
+    for (int v = 0; v < V; ++v) wv[v] = load_vec<Vec>(c + v * L);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 b = _mm512_set1_ps(x[r]);
+      const float b = x[r];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) a[r][v] = _mm512_fmadd_ps(b, wv[v], a[r][v]);
+      for (int v = 0; v < V; ++v) a[r][v] += wv[v] * b;
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (r < r_begin) continue;
 #pragma GCC unroll 4
-    for (int v = 0; v + 1 < V; ++v) _mm512_storeu_ps(acc + r * ld + v * kLanes, a[r][v]);
-    _mm512_mask_storeu_ps(acc + r * ld + (V - 1) * kLanes, last, a[r][V - 1]);
+    for (int v = 0; v < V; ++v) store_vec(acc + r * ld + v * L, a[r][v]);
   }
 }
 
+// The entry points: V 16-float vectors of output channels from column 0 of
+// the block; the forward stores `width` of them.
 using ForwardTile = void (*)(const float* const*, const float* const*, int64_t, int64_t, int64_t,
-                             float* const*, __mmask16);
+                             float* const*, int64_t);
 using WgradTile = void (*)(const float* const*, const float* const*, int64_t, int64_t, int64_t,
-                           float*, int64_t, int, __mmask16);
+                           float*, int64_t, int);
 
-ForwardTile forward_tile_for(int V) {
-  switch (V) {
-    case 1:
-      return forward_tile<tile_rows(1), 1>;
-    case 2:
-      return forward_tile<tile_rows(2), 2>;
-    case 3:
-      return forward_tile<tile_rows(3), 3>;
-    default:
-      return forward_tile<tile_rows(4), 4>;
+template <int V>
+__attribute__((target("avx512f"))) void forward_avx512(const float* const* px,
+                                                       const float* const* pw, int64_t ntaps,
+                                                       int64_t C, int64_t ldw, float* const* out,
+                                                       int64_t width) {
+  forward_tile<f32x16, tile_rows(2, V), V>(px, pw, ntaps, C, ldw, out, 0, width);
+}
+
+template <int V>
+__attribute__((target("avx2,fma"))) void forward_avx2(const float* const* px,
+                                                      const float* const* pw, int64_t ntaps,
+                                                      int64_t C, int64_t ldw, float* const* out,
+                                                      int64_t width) {
+  for (int v = 0; v < V; ++v) {
+    forward_tile<f32x8, tile_rows(1, V), 2>(px, pw, ntaps, C, ldw, out, v * kLanes,
+                                            width - v * kLanes);
   }
 }
 
-WgradTile wgrad_tile_for(int V) {
+template <int V>
+__attribute__((target("avx512f"))) void wgrad_avx512(const float* const* xs, const float* const* cs,
+                                                     int64_t n, int64_t c0, int64_t o0, float* acc,
+                                                     int64_t ld, int r_begin) {
+  wgrad_tile<f32x16, tile_rows(2, V), V>(xs, cs, n, c0, o0, acc, ld, r_begin);
+}
+
+template <int V>
+__attribute__((target("avx2,fma"))) void wgrad_avx2(const float* const* xs, const float* const* cs,
+                                                    int64_t n, int64_t c0, int64_t o0, float* acc,
+                                                    int64_t ld, int r_begin) {
+  for (int v = 0; v < V; ++v) {
+    wgrad_tile<f32x8, tile_rows(1, V), 2>(xs, cs, n, c0, o0 + v * kLanes, acc + v * kLanes, ld,
+                                          r_begin);
+  }
+}
+
+ForwardTile forward_tile_for(int level, int V) {
+  if (level == 1) {
+    switch (V) {
+      case 1:
+        return forward_avx2<1>;
+      case 2:
+        return forward_avx2<2>;
+      case 3:
+        return forward_avx2<3>;
+      default:
+        return forward_avx2<4>;
+    }
+  }
   switch (V) {
     case 1:
-      return wgrad_tile<tile_rows(1), 1>;
+      return forward_avx512<1>;
     case 2:
-      return wgrad_tile<tile_rows(2), 2>;
+      return forward_avx512<2>;
     case 3:
-      return wgrad_tile<tile_rows(3), 3>;
+      return forward_avx512<3>;
     default:
-      return wgrad_tile<tile_rows(4), 4>;
+      return forward_avx512<4>;
+  }
+}
+
+WgradTile wgrad_tile_for(int level, int V) {
+  if (level == 1) {
+    switch (V) {
+      case 1:
+        return wgrad_avx2<1>;
+      case 2:
+        return wgrad_avx2<2>;
+      case 3:
+        return wgrad_avx2<3>;
+      default:
+        return wgrad_avx2<4>;
+    }
+  }
+  switch (V) {
+    case 1:
+      return wgrad_avx512<1>;
+    case 2:
+      return wgrad_avx512<2>;
+    case 3:
+      return wgrad_avx512<3>;
+    default:
+      return wgrad_avx512<4>;
   }
 }
 
@@ -247,10 +352,11 @@ void conv_direct_f32(const ConvGeometry& g, const float* x, const float* w, floa
     const int64_t grp = i / blocks, b = i % blocks;
     const int64_t width = std::min(kBlock, g.Og - b * kBlock);
     const int V = static_cast<int>((width + kLanes - 1) / kLanes);
-    const int R = tile_rows(V);
+    const int level = isa_level();
+    const int R = tile_rows(level, V);
     const int64_t ld = V * kLanes;
-    const ForwardTile tile = forward_tile_for(V);
-    const __mmask16 last = tail_mask(width - (V - 1) * kLanes);
+    const ForwardTile tile = forward_tile_for(level, V);
+
     const float* wb = packed.get() + block_offset[i];
     const float* xg = x + grp * g.Cg;
     const int64_t col = grp * g.Og + b * kBlock;
@@ -292,7 +398,7 @@ void conv_direct_f32(const ConvGeometry& g, const float* x, const float* w, floa
         }
         continue;
       }
-      tile(pxs, pw.data(), active, g.Cg, ld, outs, last);
+      tile(pxs, pw.data(), active, g.Cg, ld, outs, width);
     }
   });
 }
@@ -300,12 +406,16 @@ void conv_direct_f32(const ConvGeometry& g, const float* x, const float* w, floa
 void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* cot, int64_t O,
                            float* out) {
   const int64_t C = g.C, Q = g.taps;
-  const int64_t size = C * Q * O;
+  // Accumulators and cotangent rows padded to whole vectors (the tiles load
+  // and store only whole vectors): a pass copies its rows when O is ragged.
+  const int64_t Op = (O + kLanes - 1) / kLanes * kLanes;
+  const int64_t size = C * Q * Op;
+  const int level = isa_level();
   // One accumulator per job in flight: a job takes a free one (or makes
   // it), so as many exist as threads ran jobs at once, and they are summed
   // at the end.
   std::mutex lock;
-  std::vector<std::unique_ptr<float[]>> all;
+  std::vector<AlignedFloats> all;
   std::vector<float*> free_list;
   const std::vector<Tap> taps = taps_of(g);
   const int64_t jobs = (g.rows + kWgradJobRows - 1) / kWgradJobRows;
@@ -314,7 +424,8 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
     {
       std::lock_guard<std::mutex> hold(lock);
       if (free_list.empty()) {
-        all.emplace_back(new float[static_cast<size_t>(size)]());
+        all.push_back(aligned_floats(size));
+        std::fill(all.back().get(), all.back().get() + size, 0.0f);
         free_list.push_back(all.back().get());
       }
       acc = free_list.back();
@@ -325,9 +436,13 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
     std::vector<const float*> xs(static_cast<size_t>(kWgradPassRows));
     std::vector<const float*> cs(static_cast<size_t>(kWgradPassRows));
     std::vector<ConvRow> ri(static_cast<size_t>(kWgradPassRows));
+    std::vector<float> padded(Op == O ? 0 : static_cast<size_t>(kWgradPassRows * Op), 0.0f);
     for (int64_t p0 = j0; p0 < j1; p0 += kWgradPassRows) {
       const int64_t p1 = std::min(j1, p0 + kWgradPassRows);
-      for (int64_t r = p0; r < p1; ++r) ri[r - p0] = conv_row(g, r);
+      for (int64_t r = p0; r < p1; ++r) {
+        ri[r - p0] = conv_row(g, r);
+        if (Op != O) std::copy_n(cot + r * O, O, padded.data() + (r - p0) * Op);
+      }
       for (int64_t q = 0; q < Q; ++q) {
         // The rows whose tap q reads the input (the others add nothing).
         int64_t n = 0;
@@ -335,20 +450,18 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
           const int64_t off = source_offset(g, ri[r - p0], taps[q]);
           if (off < 0) continue;
           xs[n] = x + off;
-          cs[n] = cot + r * O;
+          cs[n] = Op == O ? cot + r * O : padded.data() + (r - p0) * Op;
           ++n;
         }
         if (n == 0) continue;
         for (int64_t o0 = 0; o0 < O; o0 += kBlock) {
-          const int64_t width = std::min(kBlock, O - o0);
-          const int V = static_cast<int>((width + kLanes - 1) / kLanes);
-          const int R = tile_rows(V);
-          const WgradTile tile = wgrad_tile_for(V);
-          const __mmask16 last = tail_mask(width - (V - 1) * kLanes);
+          const int V = static_cast<int>((std::min(kBlock, O - o0) + kLanes - 1) / kLanes);
+          const int R = tile_rows(level, V);
+          const WgradTile tile = wgrad_tile_for(level, V);
           for (int64_t c0 = 0; c0 < C; c0 += R) {
             const int64_t start = std::min(c0, C - R);
-            tile(xs.data(), cs.data(), n, start, o0, acc + (start * Q + q) * O + o0, Q * O,
-                 static_cast<int>(c0 - start), last);
+            tile(xs.data(), cs.data(), n, start, o0, acc + (start * Q + q) * Op + o0, Q * Op,
+                 static_cast<int>(c0 - start));
           }
         }
       }
@@ -356,10 +469,13 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
     std::lock_guard<std::mutex> hold(lock);
     free_list.push_back(acc);
   });
-  std::fill(out, out + size, 0.0f);
-  for (const auto& acc : all) {
-    const float* a = acc.get();
-    for (int64_t i = 0; i < size; ++i) out[i] += a[i];
+  for (int64_t i = 0; i < C * Q; ++i) {
+    float* dst = out + i * O;
+    std::fill(dst, dst + O, 0.0f);
+    for (const auto& acc : all) {
+      const float* a = acc.get() + i * Op;
+      for (int64_t o = 0; o < O; ++o) dst[o] += a[o];
+    }
   }
 }
 
@@ -367,12 +483,14 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
 
 bool conv_direct_available() { return false; }
 
+int conv_direct_cap_isa(int) { return 0; }
+
 void conv_direct_f32(const ConvGeometry&, const float*, const float*, float*) {
-  throw std::logic_error("[conv_direct_f32] Called on a CPU without AVX-512.");
+  throw std::logic_error("[conv_direct_f32] Called on a CPU without AVX2 or AVX-512.");
 }
 
 void conv_wgrad_direct_f32(const ConvGeometry&, const float*, const float*, int64_t, float*) {
-  throw std::logic_error("[conv_wgrad_direct_f32] Called on a CPU without AVX-512.");
+  throw std::logic_error("[conv_wgrad_direct_f32] Called on a CPU without AVX2 or AVX-512.");
 }
 
 #endif

@@ -1,5 +1,5 @@
 // Convolution geometry shared by the CPU kernels, and the direct float32
-// kernels (AVX-512, chosen at run time) that replace im2col + sgemm where the
+// kernels (AVX-512 or AVX2, chosen at run time) that replace im2col + sgemm where the
 // output has enough channels to fill vector lanes.
 //
 // The direct forward keeps a tile of output pixels x up to 64 output channels
@@ -56,8 +56,13 @@ inline ConvRow conv_row(const ConvGeometry& g, int64_t r) {
   return ri;
 }
 
-// Whether this CPU runs the direct kernels (AVX-512F).
+// Whether this CPU runs the direct kernels (AVX-512F, else AVX2 + FMA).
 bool conv_direct_available();
+
+// Caps the instruction set the direct kernels use (2: AVX-512, 1: AVX2,
+// 0: none, so convolutions take the im2col path), for tests of the AVX2
+// kernels on an AVX-512 machine; returns the previous cap.
+int conv_direct_cap_isa(int level);
 
 // Whether the direct forward suits `g`: enough output channels per group to
 // fill a vector (below that the masked lanes waste more than im2col costs).
