@@ -74,7 +74,7 @@ constexpr int64_t kBlock = 64;
 // ~80 µs of work on the ResNet-stage shape, so that a thread descheduled on a
 // loaded machine leaves only a small job for the others to wait on.
 constexpr int64_t kForwardJobRows = 96;
-// Weight gradient: rows a job covers (one accumulator buffer taken per job),
+// Weight gradient: most rows a job covers (one accumulator buffer taken per job),
 // and rows per pass over the taps (their cotangent rows, 96 x 64 floats,
 // stay in L1 across the taps and channel tiles).
 constexpr int64_t kWgradJobRows = 1536;
@@ -449,7 +449,11 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
   std::vector<AlignedFloats> all;
   std::vector<float*> free_list;
   const std::vector<Tap> taps = taps_of(g);
-  const int64_t jobs = (g.rows + kWgradJobRows - 1) / kWgradJobRows;
+  // Fewer rows per job where the rows are few, so that every thread gets
+  // some (a job's accumulator is only as many as run at once).
+  const int64_t per_thread = g.rows / (4 * num_threads()) / kWgradPassRows * kWgradPassRows;
+  const int64_t job_rows = std::clamp(per_thread, kWgradPassRows, kWgradJobRows);
+  const int64_t jobs = (g.rows + job_rows - 1) / job_rows;
   parallel_chunks(static_cast<size_t>(jobs), [&](size_t job) {
     float* acc;
     {
@@ -462,8 +466,8 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
       acc = free_list.back();
       free_list.pop_back();
     }
-    const int64_t j0 = static_cast<int64_t>(job) * kWgradJobRows;
-    const int64_t j1 = std::min(g.rows, j0 + kWgradJobRows);
+    const int64_t j0 = static_cast<int64_t>(job) * job_rows;
+    const int64_t j1 = std::min(g.rows, j0 + job_rows);
     std::vector<const float*> xs(static_cast<size_t>(kWgradPassRows));
     std::vector<const float*> cs(static_cast<size_t>(kWgradPassRows));
     std::vector<ConvRow> ri(static_cast<size_t>(kWgradPassRows));
