@@ -12,8 +12,10 @@
 // beta = 1. Two shapes skip im2col: 1x1 kernels read the input in place
 // (its channel rows are already the patches), and grouped convolutions with
 // one input channel per group (depthwise) run a direct loop vectorised over
-// channels, where a GEMM per group would have a single column.
-// float16/bfloat16 compute in float32.
+// channels, where a GEMM per group would have a single column. float32
+// convolutions with enough channels to fill vector lanes skip all of this for
+// the direct kernels of conv_direct.cpp (forward, input gradient and weight
+// gradient). float16/bfloat16 compute in float32.
 #include "loom/primitives/conv.h"
 
 #include <algorithm>
