@@ -269,6 +269,17 @@ def test_wide_channels_gradients(C, O, stride, padding, dilation, groups):
     check(dw, want_dw, tol=1e-3)
 
 
+def test_wide_channels_weight_gradient_is_deterministic():
+    # The weight gradient sums over many rows in slices on several threads:
+    # the same inputs must give the same bits every call.
+    x = mx.array(data((4, 24, 24, 16), 73))
+    w = mx.array(data((32, 3, 3, 16), 74))
+    grad = mx.grad(lambda b: (mx.conv2d(x, b, padding=1) ** 2).sum())
+    first = np.array(grad(w))
+    for _ in range(4):
+        np.testing.assert_array_equal(np.array(grad(w)), first)
+
+
 @pytest.mark.parametrize("nd", [1, 3])
 def test_wide_channels_other_ranks(nd):
     x = data((2,) + (7,) * nd + (9,), 65 + nd)

@@ -1,5 +1,5 @@
-// Direct float32 convolution kernels (see conv_direct.h), AVX-512 chosen at
-// run time: the forward (also the input gradient, a forward of the
+// Direct float32 convolution kernels (see conv_direct.h), AVX-512 or AVX2
+// chosen at run time: the forward (also the input gradient, a forward of the
 // cotangent against the turned-around kernel) and the weight gradient.
 #include "loom/backend/cpu/conv_direct.h"
 
@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -21,16 +20,23 @@
 namespace loom::cpu {
 
 bool conv_direct_suits(const ConvGeometry& g) {
-  // Below 16 output channels per group a tile is one masked vector; below
+  // Below 16 output channels per group a tile is one partly used vector; below
   // 4 input channels the per-tile pointer set-up outweighs the products.
   return g.Og >= 16 && g.Cg >= 4 && g.kc > 0;
 }
 
+namespace {
+
+// Slices of rows the weight gradient accumulates separately.
+int64_t wgrad_slices() { return 4 * static_cast<int64_t>(num_threads()); }
+
+} // namespace
+
 bool conv_wgrad_direct_suits(const ConvGeometry& g, int64_t O) {
-  // The tile spans 8 input channels at most and needs them all. Each thread
-  // accumulates into a whole weight-sized buffer: a weight so large that
-  // those buffers would pass 256 MiB takes the im2col path (one buffer).
-  const double buffers = static_cast<double>(g.C) * g.taps * (O + 15) * 4 * (num_threads() + 1);
+  // The tile spans 8 input channels at most and needs them all. Each slice
+  // of rows accumulates into a whole weight-sized buffer: a weight so large
+  // that those buffers would pass 256 MiB takes the im2col path (one buffer).
+  const double buffers = static_cast<double>(g.C) * g.taps * (O + 15) * 4 * wgrad_slices();
   return O >= 16 && g.C >= 8 && g.G == 1 && buffers <= 256.0 * (1 << 20);
 }
 
@@ -74,10 +80,8 @@ constexpr int64_t kBlock = 64;
 // ~80 µs of work on the ResNet-stage shape, so that a thread descheduled on a
 // loaded machine leaves only a small job for the others to wait on.
 constexpr int64_t kForwardJobRows = 96;
-// Weight gradient: most rows a job covers (one accumulator buffer taken per job),
-// and rows per pass over the taps (their cotangent rows, 96 x 64 floats,
-// stay in L1 across the taps and channel tiles).
-constexpr int64_t kWgradJobRows = 1536;
+// Weight gradient: rows per pass over the taps (their cotangent rows, 96 x
+// 64 floats, stay in L1 across the taps and channel tiles).
 constexpr int64_t kWgradPassRows = 96;
 
 // Pixels (forward) or input channels (weight gradient) per tile for V
@@ -355,7 +359,6 @@ void conv_direct_f32(const ConvGeometry& g, const float* x, const float* w, floa
     }
   });
 
-  const std::vector<Tap> taps = taps_of(g);
   const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
   const int64_t row_jobs = (g.rows + kForwardJobRows - 1) / kForwardJobRows;
   parallel_chunks(static_cast<size_t>(g.G * blocks * row_jobs), [&](size_t job) {
@@ -442,30 +445,21 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
   const int64_t Op = (O + kLanes - 1) / kLanes * kLanes;
   const int64_t size = C * Q * Op;
   const int level = isa_level();
-  // One accumulator per job in flight: a job takes a free one (or makes
-  // it), so as many exist as threads ran jobs at once, and they are summed
-  // at the end.
-  std::mutex lock;
-  std::vector<AlignedFloats> all;
-  std::vector<float*> free_list;
+  // The rows are cut into a fixed set of slices, each accumulated in order
+  // into its own buffer and the buffers summed in order, so that the result
+  // does not depend on which thread ran what (per-thread buffers taken as
+  // jobs came would sum in a different order each call). Slices of whole
+  // passes, four per thread so that a descheduled thread holds up little.
   const std::vector<Tap> taps = taps_of(g);
-  // Fewer rows per job where the rows are few, so that every thread gets
-  // some (a job's accumulator is only as many as run at once).
-  const int64_t per_thread = g.rows / (4 * num_threads()) / kWgradPassRows * kWgradPassRows;
-  const int64_t job_rows = std::clamp(per_thread, kWgradPassRows, kWgradJobRows);
+  const int64_t passes = (g.rows + kWgradPassRows - 1) / kWgradPassRows;
+  const int64_t slices = std::min<int64_t>(passes, wgrad_slices());
+  const int64_t job_rows = (passes + slices - 1) / slices * kWgradPassRows;
   const int64_t jobs = (g.rows + job_rows - 1) / job_rows;
+  std::vector<AlignedFloats> buffers(static_cast<size_t>(jobs));
   parallel_chunks(static_cast<size_t>(jobs), [&](size_t job) {
-    float* acc;
-    {
-      std::lock_guard<std::mutex> hold(lock);
-      if (free_list.empty()) {
-        all.push_back(aligned_floats(size));
-        std::fill(all.back().get(), all.back().get() + size, 0.0f);
-        free_list.push_back(all.back().get());
-      }
-      acc = free_list.back();
-      free_list.pop_back();
-    }
+    buffers[job] = aligned_floats(size);
+    float* acc = buffers[job].get();
+    std::fill(acc, acc + size, 0.0f);
     const int64_t j0 = static_cast<int64_t>(job) * job_rows;
     const int64_t j1 = std::min(g.rows, j0 + job_rows);
     std::vector<const float*> xs(static_cast<size_t>(kWgradPassRows));
@@ -501,17 +495,18 @@ void conv_wgrad_direct_f32(const ConvGeometry& g, const float* x, const float* c
         }
       }
     }
-    std::lock_guard<std::mutex> hold(lock);
-    free_list.push_back(acc);
   });
-  for (int64_t i = 0; i < C * Q; ++i) {
-    float* dst = out + i * O;
-    std::fill(dst, dst + O, 0.0f);
-    for (const auto& acc : all) {
-      const float* a = acc.get() + i * Op;
-      for (int64_t o = 0; o < O; ++o) dst[o] += a[o];
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 16384 / (Op * jobs)));
+  parallel_for(static_cast<size_t>(C * Q), grain, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) {
+      float* dst = out + i * O;
+      std::fill(dst, dst + O, 0.0f);
+      for (const auto& acc : buffers) {
+        const float* a = acc.get() + i * Op;
+        for (int64_t o = 0; o < O; ++o) dst[o] += a[o];
+      }
     }
-  }
+  });
 }
 
 #else
