@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "loom/backend/cpu/conv_direct.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/reduce.h"
@@ -149,4 +150,103 @@ TEST(Conv, GradientsMatchFiniteDifferences) {
       EXPECT_NEAR(g.data<float>()[i], num, 2e-3 * (1 + std::abs(num))) << arg << " " << i;
     }
   }
+}
+
+// The direct AVX-512 kernels called by themselves, on shapes the routing
+// would send elsewhere too: output channels that fill no vector, one vector
+// plus a lane, several 64-channel blocks with a ragged last one; input
+// channels from 1 up; strides, padding, dilations, groups and flip; a row
+// count that ends in a partial tile.
+void check_direct_kernel() {
+  std::vector<Case> cases = {
+      {{1, 5, 7, 3}, {1, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false}},
+      {{2, 6, 5, 8}, {17, 3, 3, 8}, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false}},
+      {{1, 9, 8, 13}, {70, 3, 2, 13}, {{2, 1}, {1, 0}, {2, 1}, {1, 2}, {1, 1}, 1, true}},
+      {{2, 7, 7, 6}, {130, 1, 1, 6}, {{1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, 1, false}},
+      {{1, 6, 6, 10}, {40, 3, 3, 5}, {{1, 2}, {2, 1}, {0, 2}, {2, 1}, {1, 1}, 2, false}},
+      {{1, 5, 6, 4}, {48, 2, 3, 4}, {{1, 1}, {2, 1}, {1, 2}, {1, 1}, {2, 3}, 1, true}},
+      {{3, 4, 4, 64}, {64, 3, 3, 64}, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false}},
+      {{1, 3, 3, 2}, {16, 5, 5, 2}, {{1, 1}, {4, 4}, {4, 4}, {1, 1}, {1, 1}, 1, false}},
+      // More taps than the tile's pointer table holds on the stack.
+      {{1, 9, 8, 5}, {20, 7, 7, 5}, {{1, 1}, {3, 3}, {3, 3}, {1, 1}, {1, 1}, 1, false}},
+  };
+  unsigned seed = 100;
+  for (const auto& c : cases) {
+    auto xv = random_values(shape_size(c.xs), seed++);
+    auto wv = random_values(shape_size(c.ws), seed++);
+    const Shape os = conv_output_shape(c.xs, c.ws, c.p);
+    const cpu::ConvGeometry g = cpu::make_conv_geometry(c.xs, c.ws, os, c.p);
+    std::vector<float> got(shape_size(os), std::nanf(""));
+    cpu::conv_direct_f32(g, xv.data(), wv.data(), got.data());
+    auto ref = reference(xv, c.xs, wv, c.ws, c.p, os);
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::abs(ref[i]))) << seed << " " << i;
+  }
+}
+
+TEST(Conv, DirectKernelMatchesDirectLoop) {
+  if (!cpu::conv_direct_available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+  check_direct_kernel();
+}
+
+// The weight gradient through the direct kernel (enough channels for the
+// routing to choose it: 8+ input, 16+ output), against sums over the direct
+// loop's positions; input channels not a multiple of the tile, output
+// channels with a ragged last vector and a second block.
+void check_weight_gradient() {
+  struct WCase {
+    Shape xs, ws;
+    std::vector<int> stride, pad, dil;
+  };
+  std::vector<WCase> cases = {
+      {{2, 6, 7, 8}, {16, 3, 3, 8}, {1, 1}, {1, 1}, {1, 1}},
+      {{3, 7, 5, 13}, {70, 3, 2, 13}, {2, 1}, {1, 0}, {1, 2}},
+      {{1, 9, 9, 20}, {33, 2, 2, 20}, {2, 2}, {0, 1}, {2, 1}},
+  };
+  unsigned seed = 200;
+  for (const auto& c : cases) {
+    auto xv = random_values(shape_size(c.xs), seed++);
+    auto wv = random_values(shape_size(c.ws), seed++);
+    array x(xv, c.xs, float32), w(wv, c.ws, float32);
+    auto f = [&](const std::vector<array>& in) {
+      return std::vector<array>{conv2d(in[0], in[1], {c.stride[0], c.stride[1]},
+                                       {c.pad[0], c.pad[1]}, {c.dil[0], c.dil[1]})};
+    };
+    const Shape os = f({x, w})[0].shape();
+    auto cv = random_values(shape_size(os), seed++);
+    array cot(cv, os, float32);
+    array gw = contiguous(vjp(f, {x, w}, {cot}).second[1]);
+    gw.eval();
+    const int64_t N = c.xs[0], H = c.xs[1], W = c.xs[2], C = c.xs[3];
+    const int64_t O = c.ws[0], KH = c.ws[1], KW = c.ws[2];
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw)
+          for (int64_t ch = 0; ch < C; ++ch) {
+            double want = 0;
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t oh = 0; oh < os[1]; ++oh)
+                for (int64_t ow = 0; ow < os[2]; ++ow) {
+                  const int64_t ih = oh * c.stride[0] + kh * c.dil[0] - c.pad[0];
+                  const int64_t iw = ow * c.stride[1] + kw * c.dil[1] - c.pad[1];
+                  if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
+                  want += double(xv[((n * H + ih) * W + iw) * C + ch]) *
+                          cv[((n * os[1] + oh) * os[2] + ow) * O + o];
+                }
+            const double got = gw.data<float>()[((o * KH + kh) * KW + kw) * C + ch];
+            ASSERT_NEAR(got, want, 1e-4 * (1 + std::abs(want))) << o << " " << kh << kw << ch;
+          }
+  }
+}
+
+TEST(Conv, DirectWeightGradientMatchesDirectLoop) { check_weight_gradient(); }
+
+// The AVX2 kernels (16 channels at a time in 8-float vectors) where the CPU
+// also has AVX-512.
+TEST(Conv, DirectKernelAvx2MatchesDirectLoop) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP();
+  const int previous = cpu::conv_direct_cap_isa(1);
+  check_direct_kernel();
+  check_weight_gradient();
+  cpu::conv_direct_cap_isa(previous);
 }

@@ -208,6 +208,115 @@ def test_depthwise_conv(multiplier):
     check(got, ref_conv(x, w, (1, 2), 1, 1, 1, 1, 5))
 
 
+# --- wide channels ----------------------------------------------------------------
+# 16+ output and 4+ input channels per group: Loom's direct float32 kernels
+# (register tiles of pixels x 64 output channels). Channel counts that fill
+# no whole vector, a ragged second 64-channel block, and every parameter.
+
+
+def ref_conv_vjp(x, w, ct, stride, lo, hi, kdil):
+    """Input and weight gradients of conv_general (one group, no input
+    dilation, padding >= 0) for the cotangent ``ct``, in float64."""
+    x, w, ct = (np.asarray(a, np.float64) for a in (x, w, ct))
+    nd = x.ndim - 2
+    xp = np.pad(x, [(0, 0)] + list(zip(lo, hi)) + [(0, 0)])
+    dxp = np.zeros_like(xp)
+    dw = np.zeros_like(w)
+    out_sp = ct.shape[1:-1]
+    for tap in itertools.product(*[range(k) for k in w.shape[1:-1]]):
+        sl = tuple([slice(None)] + [slice(tap[i] * kdil[i],
+                                          tap[i] * kdil[i] + (out_sp[i] - 1) * stride[i] + 1,
+                                          stride[i]) for i in range(nd)] + [slice(None)])
+        patch = xp[sl]
+        dw[(slice(None),) + tap] = ct.reshape(-1, ct.shape[-1]).T @ patch.reshape(-1, x.shape[-1])
+        dxp[sl] += ct @ w[(slice(None),) + tap]
+    crop = tuple([slice(None)] + [slice(lo[i], lo[i] + x.shape[i + 1]) for i in range(nd)]
+                 + [slice(None)])
+    return dxp[crop], dw
+
+
+WIDE = [  # (C, O, stride, padding, dilation, groups)
+    (8, 16, 1, 1, 1, 1),
+    (13, 17, 1, 1, 1, 1),
+    (5, 70, 2, 1, 1, 1),
+    (20, 33, 1, 2, 2, 1),
+    (64, 64, 1, 1, 1, 1),
+    (12, 40, 2, 0, 1, 2),
+    (6, 130, 1, 0, 1, 1),
+]
+
+
+@pytest.mark.parametrize("C,O,stride,padding,dilation,groups", WIDE)
+def test_wide_channels_forward(C, O, stride, padding, dilation, groups):
+    x = data((2, 9, 8, C), 60 + C)
+    w = data((O, 3, 3, C // groups), 61 + O)
+    got = mx.conv2d(mx.array(x), mx.array(w), stride, padding, dilation, groups)
+    check(got, ref_conv(x, w, stride, padding, padding, dilation, 1, groups), tol=5e-4)
+
+
+@pytest.mark.parametrize("C,O,stride,padding,dilation,groups",
+                         [c for c in WIDE if c[5] == 1])
+def test_wide_channels_gradients(C, O, stride, padding, dilation, groups):
+    x = data((2, 9, 8, C), 62 + C)
+    w = data((O, 3, 3, C), 63 + O)
+    f = lambda a, b: mx.conv2d(a, b, stride, padding, dilation)
+    out_shape = f(mx.array(x), mx.array(w)).shape
+    ct = data(out_shape, 64)
+    _, (dx, dw) = mx.vjp(lambda a, b: [f(a, b)], [mx.array(x), mx.array(w)], [mx.array(ct)])
+    want_dx, want_dw = ref_conv_vjp(x, w, ct, [stride] * 2, [padding] * 2, [padding] * 2,
+                                    [dilation] * 2)
+    check(dx, want_dx, tol=5e-4)
+    check(dw, want_dw, tol=1e-3)
+
+
+def test_wide_channels_weight_gradient_is_deterministic():
+    # The weight gradient sums over many rows in slices on several threads:
+    # the same inputs must give the same bits every call.
+    x = mx.array(data((4, 24, 24, 16), 73))
+    w = mx.array(data((32, 3, 3, 16), 74))
+    grad = mx.grad(lambda b: (mx.conv2d(x, b, padding=1) ** 2).sum())
+    first = np.array(grad(w))
+    for _ in range(4):
+        np.testing.assert_array_equal(np.array(grad(w)), first)
+
+
+@pytest.mark.parametrize("nd", [1, 3])
+def test_wide_channels_other_ranks(nd):
+    x = data((2,) + (7,) * nd + (9,), 65 + nd)
+    w = data((24,) + (3,) * nd + (9,), 66 + nd)
+    conv = {1: mx.conv1d, 3: mx.conv3d}[nd]
+    check(conv(mx.array(x), mx.array(w), padding=1), ref_conv(x, w, 1, 1, 1), tol=5e-4)
+    ct = data(conv(mx.array(x), mx.array(w), padding=1).shape, 67)
+    _, (dx, dw) = mx.vjp(lambda a, b: [conv(a, b, padding=1)], [mx.array(x), mx.array(w)],
+                         [mx.array(ct)])
+    want_dx, want_dw = ref_conv_vjp(x, w, ct, [1] * nd, [1] * nd, [1] * nd, [1] * nd)
+    check(dx, want_dx, tol=5e-4)
+    check(dw, want_dw, tol=1e-3)
+
+
+def test_wide_channels_flip_and_transpose():
+    x = data((2, 6, 7, 10), 68)
+    w = data((20, 3, 2, 10), 69)
+    got = mx.conv_general(mx.array(x), mx.array(w), stride=[1, 2], padding=([1, 0], [2, 1]),
+                          kernel_dilation=[1, 2], flip=True)
+    check(got, ref_conv(x, w, [1, 2], [1, 0], [2, 1], [1, 2], 1, flip=True), tol=5e-4)
+    wt = data((24, 3, 3, 10), 70)
+    got = mx.conv_transpose2d(mx.array(x), mx.array(wt), stride=2, padding=1)
+    check(got, ref_conv_transpose(x, wt, 2, 1), tol=5e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_wide_channels_dtypes(dtype):
+    d = getattr(mx, dtype)
+    x = mx.array(data((2, 7, 6, 16), 71)).astype(d)
+    w = mx.array(data((32, 3, 3, 16), 72) / 8).astype(d)
+    got = mx.conv2d(x, w, padding=1)
+    assert got.dtype == d
+    tol = {"float16": 2e-2, "bfloat16": 8e-2, "float64": 1e-6}[dtype]
+    ref = ref_conv(np.array(x.astype(mx.float32)), np.array(w.astype(mx.float32)), 1, 1, 1)
+    assert_array(got.astype(mx.float32), ref, rtol=tol, atol=tol)
+
+
 def test_large_patch_rows_are_blocked():
     # A long kernel over many channels: each patch row is wider than one block.
     x = data((2, 300, 40, 8), 21)

@@ -12,8 +12,10 @@
 // beta = 1. Two shapes skip im2col: 1x1 kernels read the input in place
 // (its channel rows are already the patches), and grouped convolutions with
 // one input channel per group (depthwise) run a direct loop vectorised over
-// channels, where a GEMM per group would have a single column.
-// float16/bfloat16 compute in float32.
+// channels, where a GEMM per group would have a single column. float32
+// convolutions with enough channels to fill vector lanes skip all of this for
+// the direct kernels of conv_direct.cpp (forward, input gradient and weight
+// gradient). float16/bfloat16 compute in float32.
 #include "loom/primitives/conv.h"
 
 #include <algorithm>
@@ -21,8 +23,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
+#include "loom/backend/cpu/conv_direct.h"
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/gemm.h"
 #include "loom/backend/cpu/thread_pool.h"
@@ -37,16 +41,7 @@ namespace {
 // machine: 89 ms against 129 ms with 8 MiB blocks).
 constexpr int64_t kBlockElements = int64_t{1} << 19;
 
-// Geometry with the spatial axes padded to three (leading unit axes), so one
-// loop nest serves 1-, 2- and 3-D convolutions.
-struct Geometry {
-  int64_t N = 0, C = 0, O = 0, G = 1, Cg = 0, Og = 0;
-  std::array<int64_t, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1};
-  int64_t rows = 0, taps = 1, kc = 0;
-  // Per axis: input index read by (output position, tap), or -1.
-  std::array<std::vector<int64_t>, 3> src;
-  bool identity = true; // every tap reads the input position of its output (1x1 kernels)
-};
+using Geometry = cpu::ConvGeometry;
 
 Geometry make_geometry(const Shape& xs, const Shape& ws, const Shape& os, const ConvParams& p) {
   Geometry g;
@@ -97,22 +92,6 @@ void gemm_nt(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* 
   gemm<T>(false, true, M, N, K, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Output row r as (batch, position along each padded axis).
-struct RowIndex {
-  int64_t n, o0, o1, o2;
-};
-
-inline RowIndex row_index(const Geometry& g, int64_t r) {
-  RowIndex ri;
-  ri.o2 = r % g.out[2];
-  r /= g.out[2];
-  ri.o1 = r % g.out[1];
-  r /= g.out[1];
-  ri.o0 = r % g.out[0];
-  ri.n = r / g.out[0];
-  return ri;
-}
-
 // Fills patch rows [r0, r1) for group `grp`, taps [t0, t1), into `dst`
 // (row stride (t1 - t0) * Cg).
 template <typename T>
@@ -121,7 +100,7 @@ void im2col(const Geometry& g, const T* x, int64_t grp, int64_t r0, int64_t r1, 
   const int64_t width = (t1 - t0) * g.Cg;
   const int64_t kk12 = g.k[1] * g.k[2];
   for (int64_t r = r0; r < r1; ++r) {
-    const RowIndex ri = row_index(g, r);
+    const cpu::ConvRow ri = cpu::conv_row(g, r);
     T* d = dst + (r - r0) * width;
     const T* xn = x + ri.n * g.in[0] * g.in[1] * g.in[2] * g.C + grp * g.Cg;
     for (int64_t t = t0; t < t1; ++t, d += g.Cg) {
@@ -200,7 +179,7 @@ void conv_depthwise(const Geometry& g, const T* x, const T* w, T* out) {
   cpu::parallel_for(static_cast<size_t>(g.rows), grain, [&](size_t b, size_t e) {
     std::vector<T> acc(static_cast<size_t>(g.O));
     for (int64_t r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r) {
-      const RowIndex ri = row_index(g, r);
+      const cpu::ConvRow ri = cpu::conv_row(g, r);
       std::fill(acc.begin(), acc.end(), T(0));
       const T* xn = x + ri.n * g.in[0] * g.in[1] * g.in[2] * g.C;
       for (int64_t t = 0; t < g.taps; ++t) {
@@ -230,6 +209,10 @@ void conv_typed(const Geometry& g, const T* x, const T* w, T* out) {
   }
   if (g.Cg == 1 && g.G > 1) {
     conv_depthwise(g, x, w, out);
+  } else if (std::is_same_v<T, float> && cpu::conv_direct_available() &&
+             cpu::conv_direct_suits(g)) {
+    cpu::conv_direct_f32(g, reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(w),
+                         reinterpret_cast<float*>(out));
   } else {
     conv_gemm(g, x, w, out);
   }
@@ -317,6 +300,13 @@ void conv_swapped(const array& in, const array& wt, array& out, const ConvParams
   const Geometry g = make_geometry(xs, ws, zs, zp);
   const T* x = in.data<T>();
   const T* w = wt.data<T>();
+  if (std::is_same_v<T, float> && cpu::conv_direct_available() &&
+      cpu::conv_wgrad_direct_suits(g, O)) {
+    // Its output is laid out as out's (b, q, o) already.
+    cpu::conv_wgrad_direct_f32(g, reinterpret_cast<const float*>(x),
+                               reinterpret_cast<const float*>(w), O, out.data<float>());
+    return;
+  }
   const int64_t width = g.kc; // Q * B
   const int64_t block = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, width));
   std::unique_ptr<T[]> patches(new T[static_cast<size_t>(std::min(block, g.rows) * width)]);
@@ -349,6 +339,11 @@ array as_float32(const array& a) {
 }
 
 } // namespace
+
+cpu::ConvGeometry cpu::make_conv_geometry(const Shape& xs, const Shape& ws, const Shape& os,
+                                          const ConvParams& p) {
+  return make_geometry(xs, ws, os, p);
+}
 
 void Convolution::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   array& out = outputs[0];
