@@ -2,9 +2,10 @@
 # Seeded libFuzzer runs of every file parser under ASan+UBSan: npy, npz,
 # safetensors, gguf (tests/fuzz/io_fuzz.cpp), Loom's function format and
 # MLX's .mlxfn (tests/fuzz/export_fuzz.cpp; read_function reads both).
-#   scripts/fuzz_all.sh [runs-per-parser] [seconds-per-parser]
+#   scripts/fuzz_all.sh [runs-per-parser] [seconds-per-parser] [parsers]
 # Defaults: 20000 runs, 60 s cap per parser (scripts/test.sh's short run);
-# `scripts/fuzz_all.sh 1000000 3600` is the long local run. -seed=1 and a
+# `scripts/fuzz_all.sh 1000000 3600` is the long local run; `parsers` (e.g.
+# "mlxfn export") runs only those, one after the other. -seed=1 and a
 # run count make a run repeatable. Any crash, sanitizer report, leak, hang
 # (-timeout) or allocation beyond -rss_limit_mb fails the script.
 # Needs clang with libFuzzer and build/release/libloom.so (scripts/setup.sh).
@@ -12,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-20000}
 SECONDS_MAX=${2:-60}
+ONLY=${3:-}
 BUILD=build/release
 OUT=build/fuzz
 # clang and its libFuzzer runtime, installed the way scripts/setup.sh installs
@@ -33,7 +35,7 @@ LINK=(-L"$BUILD" -lloom -Wl,-rpath,"$PWD/$BUILD")
 echo "== building the harnesses ($OUT)"
 clang++ "${FLAGS[@]}" tests/fuzz/io_fuzz.cpp loom/io/file.cpp loom/io/io.cpp loom/io/npy.cpp \
   loom/io/npz.cpp loom/io/safetensors.cpp loom/io/gguf.cpp "${LINK[@]}" -lz -o "$OUT/io_fuzz" &
-clang++ "${FLAGS[@]}" tests/fuzz/export_fuzz.cpp loom/io/export.cpp loom/io/export_describe.cpp \
+clang++ "${FLAGS[@]}" tests/fuzz/export_fuzz.cpp loom/io/export.cpp loom/io/export_describe.cpp loom/io/export_replay.cpp \
   loom/io/mlxfn.cpp loom/io/mlxfn_ops.cpp loom/primitives/state.cpp "${LINK[@]}" -o "$OUT/export_fuzz" &
 wait %1 && wait %2
 
@@ -69,12 +71,24 @@ mx.export_function(os.path.join(d, "f2"), lambda x: mx.cumsum(mx.sort(x, axis=0)
 with mx.exporter(os.path.join(d, "f3"), lambda x: x @ w.T) as e:
     e(mx.ones((1, 4)))
     e(mx.ones((2, 4)))
+# Shapeless statistics (NumberOfElements), broadcasts, and backward nodes of
+# the fast primitives (a gradient's graph).
+mx.export_function(os.path.join(d, "f4"),
+                   lambda x: (x - mx.mean(x, axis=1, keepdims=True)) / mx.std(x) + w[0],
+                   mx.ones((3, 4)), shapeless=True)
+def loss(x, g):
+    q = mx.fast.rms_norm(x, g, 1e-5)[None, None]
+    a = mx.fast.scaled_dot_product_attention(q, q, q, scale=0.5, mask="causal")
+    return mx.sum(mx.fast.layer_norm(a, g, None, 1e-5) * mx.fast.rope(a, 4, traditional=False, base=1e4, scale=1.0, offset=0))
+mx.export_function(os.path.join(d, "f5"), mx.grad(loss, argnums=(0, 1)), mx.ones((3, 4)), mx.ones((4,)))
 d = corpus("mlxfn")
 for p in sorted(glob.glob("python/tests/fixtures/mlxfn/*.mlxfn")):
     if os.path.getsize(p) <= 16384:
         shutil.copy(p, d)
-# Inputs that once failed (tests/fuzz/regressions/<parser>-*) stay in the corpora.
-for p in glob.glob("tests/fuzz/regressions/*"):
+# Inputs that once failed (tests/fuzz/regressions/<parser>-*) stay in the
+# corpora, with small seeds for reader cases whose fixtures exceed -max_len
+# (tests/fuzz/seeds/<parser>-*, written by tests/fuzz/seeds/make_seeds.py).
+for p in glob.glob("tests/fuzz/regressions/*") + glob.glob("tests/fuzz/seeds/*-*"):
     name = os.path.basename(p).split("-")[0]
     if os.path.isdir(os.path.join(out, "corpus_" + name)):
         shutil.copy(p, os.path.join(out, "corpus_" + name))
@@ -82,6 +96,7 @@ PY
 
 run() { # harness corpus max_len [pinned format]
   local log="$OUT/$2.log"
+  if [ -n "$ONLY" ] && [[ " $ONLY " != *" $2 "* ]]; then return 0; fi
   echo "== fuzz $2"
   if ! LOOM_FUZZ_FORMAT=$4 "$OUT/$1" -runs="$RUNS" -max_total_time="$SECONDS_MAX" -rss_limit_mb=2048 -timeout=10 \
       -artifact_prefix="$OUT/$2-" -max_len="$3" -seed=1 -print_final_stats=1 "$OUT/corpus_$2" >"$log" 2>&1; then

@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 # fuzz_io.sh for -mavx512fp16.
 clang++ -std=c++20 -O1 -g -march=native -mavx512fp16 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined -I. tests/fuzz/export_fuzz.cpp loom/io/export.cpp \
-  loom/io/export_describe.cpp loom/primitives/state.cpp -L"$BUILD" -lloom \
+  loom/io/export_describe.cpp loom/io/export_replay.cpp loom/primitives/state.cpp -L"$BUILD" -lloom \
   -Wl,-rpath,"$PWD/$BUILD" -o "$OUT/export_fuzz"
 .venv/bin/python - "$OUT/corpus_export" <<'PY'
 import os, sys

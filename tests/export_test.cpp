@@ -14,12 +14,12 @@
 #include "loom/primitives/binary.h"
 #include "loom/primitives/creation.h"
 #include "loom/primitives/gather.h"
-#include "loom/primitives/slice.h"
 #include "loom/primitives/quantized.h"
 #include "loom/primitives/random.h"
 #include "loom/primitives/reduce.h"
 #include "loom/primitives/scan.h"
 #include "loom/primitives/shape.h"
+#include "loom/primitives/slice.h"
 #include "loom/primitives/softmax.h"
 #include "loom/primitives/sort.h"
 #include "loom/primitives/state_util.h"
@@ -289,6 +289,34 @@ TEST(Export, ShapelessTraceRunsOnOtherShapes) {
   auto out = imported({array({-1.0f, 2.0f, -3.0f}, {3})}, {});
   EXPECT_EQ(values(out[0]), (std::vector<float>{2.0f, 4.0f, 6.0f}));
   EXPECT_THROW(imported({array({1.0f, 2.0f}, {1, 2})}, {}), std::invalid_argument);
+}
+
+// A linear layer traced at batch 3 runs at batch 1 (its bias broadcast to 3
+// rows in the trace used to come back), and a call the trace cannot
+// represent (an operand of the traced size that becomes 1) raises.
+TEST(Export, ShapelessBatchOfOne) {
+  array w({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {2, 3});
+  array b({0.5f, -1.0f, 2.0f}, {3});
+  io::KwFn linear = [w, b](const std::vector<array>& args, const std::map<std::string, array>&) {
+    return std::vector<array>{add(matmul(args[0], w), b)};
+  };
+  io::ExportedFunction f;
+  f.traces.push_back(io::trace_for_export(linear, {zeros({3, 2}, float32)}, {}, true));
+  io::ImportedFunction imported(round_trip(f));
+  array x({1.0f, -2.0f}, {1, 2});
+  auto out = imported({x}, {});
+  EXPECT_EQ(out[0].shape(), (Shape{1, 3}));
+  EXPECT_EQ(values(out[0]), values(linear({x}, {})[0]));
+
+  io::KwFn mul = [](const std::vector<array>& args, const std::map<std::string, array>&) {
+    return std::vector<array>{multiply(args[0], args[1])};
+  };
+  io::ExportedFunction g;
+  g.traces.push_back(
+      io::trace_for_export(mul, {zeros({3, 2}, float32), zeros({3, 2}, float32)}, {}, true));
+  io::ImportedFunction imported_mul(round_trip(g));
+  EXPECT_EQ(imported_mul({ones({4, 2}), ones({4, 2})}, {})[0].shape(), (Shape{4, 2}));
+  EXPECT_THROW(imported_mul({ones({3, 2}), ones({1, 2})}, {}), std::invalid_argument);
 }
 
 TEST(Export, ConstantsAreStoredOnce) {

@@ -406,3 +406,30 @@ TEST(Io, MutatedFilesLoadOrRaise) {
   EXPECT_GT(loaded, 100);
   EXPECT_LT(get_peak_memory() - base, size_t(64) << 20);
 }
+
+// Inputs the fuzzer once failed on (tests/fuzz/regressions/<format>-*, kept in
+// scripts/fuzz_all.sh's corpora too; the first byte is the harness's format
+// selector): each loads or raises, under ctest and the ASan build's ctest.
+TEST(Io, FuzzRegressionsLoadOrRaise) {
+  const char* root = std::getenv("LOOM_SOURCE_DIR");
+  fs::path dir = (root ? fs::path(root) : fs::path(__FILE__).parent_path().parent_path()) /
+                 "tests" / "fuzz" / "regressions";
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    std::string format = name.substr(0, name.find('-'));
+    if (format != "npy" && format != "npz" && format != "safetensors" && format != "gguf") continue;
+    std::ifstream f(entry.path(), std::ios::binary);
+    std::string bytes(std::istreambuf_iterator<char>(f), {});
+    ASSERT_FALSE(bytes.empty()) << name;
+    auto r = io::memory_reader(bytes.substr(1), name);
+    try {
+      io::Loaded out = io::load(*r, io::format_from_string(format));
+      for (auto& [key, a] : out.arrays) a.eval();
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}

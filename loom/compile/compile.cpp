@@ -16,6 +16,7 @@
 
 #include "loom/compile/graph.h"
 #include "loom/ops.h"
+#include "loom/transforms/shapeless.h"
 #include "loom/transforms/trace.h"
 
 namespace loom {
@@ -130,12 +131,26 @@ const char* constant_kind_name(Constant::Kind k) {
   }
 }
 
+// Under shapeless, whether the dimensions of size 1 are where the trace had
+// them. A trace decides at each op whether an operand broadcasts (a
+// Broadcast node, a gradient summed back to the operand's shape), and a
+// dimension that becomes 1, or stops being 1, changes that decision: the
+// graph would read the new size-1 dimension as a broadcast against the
+// traced size. So that pattern is part of the key, and such a call retraces.
+bool same_unit_dims(const Shape& traced, const Shape& now) {
+  for (size_t d = 0; d < traced.size(); ++d) {
+    if ((traced[d] == 1) != (now[d] == 1)) return false;
+  }
+  return true;
+}
+
 bool same_inputs(const Entry& e, const std::vector<array>& inputs, bool shapeless) {
   if (e.shapes.size() != inputs.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (e.shapes[i].size() != inputs[i].shape().size()) return false;
     bool keyed = !shapeless || (i < e.shape_keyed.size() && e.shape_keyed[i]);
     if (keyed && e.shapes[i] != inputs[i].shape()) return false;
+    if (!keyed && !same_unit_dims(e.shapes[i], inputs[i].shape())) return false;
     if (e.dtypes[i] != inputs[i].dtype()) return false;
   }
   return true;
@@ -165,6 +180,11 @@ std::pair<std::string, std::string> mismatch(const Entry& e, Stream stream, bool
     if (keyed && e.shapes[i] != inputs[i].shape()) {
       return {"shape" + pos, "the shape of array input " + pos +
                                  " changed (shapeless=True avoids retracing on shapes)"};
+    }
+    if (!keyed && !same_unit_dims(e.shapes[i], inputs[i].shape())) {
+      return {"ones" + pos, "a dimension of array input " + pos +
+                                " became 1 or stopped being 1 (under shapeless=True a size-1 "
+                                "dimension broadcasts, so the trace depends on where they are)"};
     }
   }
   for (size_t i = 0; i < constants.size(); ++i) {
@@ -272,6 +292,7 @@ TracedFunction trace_graph(const std::function<std::vector<array>(const std::vec
   std::vector<array> traced;
   {
     TraceDepth depth;
+    transforms::ShapelessScope shapeless_scope(shapeless);
     ShapeReads* saved = t_shape_reads;
     t_shape_reads = shapeless ? &reads : nullptr;
     try {
@@ -287,8 +308,6 @@ TracedFunction trace_graph(const std::function<std::vector<array>(const std::vec
   out.shape_reads = std::move(reads.read);
   return out;
 }
-
-bool in_shapeless_trace() { return t_shape_reads != nullptr; }
 
 void note_shape_read(const array& a) {
   if (!t_shape_reads) return;

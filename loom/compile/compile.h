@@ -92,9 +92,6 @@ void set_max_entries(size_t n);
 
 // Whether the calling thread is tracing a compiled function.
 bool in_compile_trace();
-// Whether that trace is shapeless: ops must not freeze the traced shapes
-// into values (mean's count: ops/shape_info.h).
-bool in_shapeless_trace();
 
 // The bindings call this when Python reads an array's shape, size or len():
 // under shapeless=True, reading an input's shape while tracing makes that

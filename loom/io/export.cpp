@@ -12,6 +12,8 @@
 
 #include "loom/compile/compiled.h"
 #include "loom/io/detail.h"
+#include "loom/ops/creation.h"
+#include "loom/ops/slice.h"
 #include "loom/primitives/random.h"
 #include "loom/primitives/state_util.h"
 #include "loom/scheduler/scheduler.h"
@@ -63,10 +65,12 @@ uint64_t unevaluated_bytes(const std::vector<array>& arrays) {
   return total;
 }
 
-// Under shapeless, a constant that is a broadcast view of one value (the 2
-// of `x * 2`, broadcast to the traced shape) and feeds only element-wise
-// nodes is stored as that value with size-1 dimensions, so that replay
-// broadcasts it to whatever shape the new inputs give.
+// Under shapeless, a constant that is a broadcast view (the 2 of `x * 2`,
+// a bias or a norm's weight broadcast to the traced shape) and feeds only
+// element-wise nodes is stored with its broadcast dimensions of size 1, so
+// that replay broadcasts it to whatever shape the new inputs give. Frozen at
+// the traced size, it would turn a dimension that becomes 1 on a later call
+// back into the traced size.
 void shrink_broadcast_constants(Graph& g) {
   std::vector<char> elementwise_only(g.constants.size(), 1);
   for (const GraphNode& n : g.nodes) {
@@ -82,10 +86,18 @@ void shrink_broadcast_constants(Graph& g) {
   for (size_t i = 0; i < g.constants.size(); ++i) {
     const array& c = g.constants[i];
     if (!elementwise_only[i] || c.size() <= 1) continue;
-    bool one_value = true;
-    for (int d = 0; d < c.ndim(); ++d)
-      one_value = one_value && (c.shape(d) == 1 || c.strides(d) == 0);
-    if (one_value) g.constants[i] = array(c.data<char>(), Shape(c.ndim(), 1), c.dtype());
+    Shape stop = c.shape();
+    bool broadcast = false;
+    for (int d = 0; d < c.ndim(); ++d) {
+      if (c.shape(d) > 1 && c.strides(d) == 0) {
+        stop[d] = 1;
+        broadcast = true;
+      }
+    }
+    if (!broadcast) continue;
+    array small = contiguous(slice(c, Shape(c.ndim(), 0), stop, Shape(c.ndim(), 1)));
+    detail::evaluate(small);
+    g.constants[i] = small;
   }
 }
 
@@ -676,15 +688,33 @@ std::vector<array> ImportedFunction::operator()(const std::vector<array>& args,
     keywords.push_back(k);
     inputs.push_back(v);
   }
+  // The first trace that matches; among shapeless ones, one whose size-1
+  // dimensions are where this call has them first (exporter traces of batch
+  // 1 and batch n: replay_shapeless).
+  const ExportedTrace* found = nullptr;
   for (const ExportedTrace& t : f_.traces) {
     if (t.num_positional != static_cast<int>(args.size()) || t.keywords != keywords) continue;
     bool match = true;
+    bool same_units = true;
     for (size_t i = 0; i < inputs.size() && match; ++i) {
       match = inputs[i].dtype() == t.dtypes[i] &&
               (t.shapeless ? inputs[i].ndim() == static_cast<int>(t.shapes[i].size())
                            : inputs[i].shape() == t.shapes[i]);
+      for (size_t d = 0; match && d < t.shapes[i].size(); ++d) {
+        same_units =
+            same_units && (t.shapes[i][d] == 1) == (inputs[i].shape(static_cast<int>(d)) == 1);
+      }
     }
-    if (match) return compile_detail::replay(t.graph, inputs, t.shapeless);
+    if (!match) continue;
+    if (!found) found = &t;
+    if (!t.shapeless || same_units) {
+      found = &t;
+      break;
+    }
+  }
+  if (found) {
+    return found->shapeless ? replay_shapeless(*found, inputs)
+                            : compile_detail::replay(found->graph, inputs, false);
   }
   std::ostringstream msg;
   msg << "[import_function::call] No imported function found which matches the given "

@@ -122,6 +122,10 @@ ImportedFunction import_function(const std::string& path);
 // naming it. Implemented in mlxfn.cpp.
 bool is_mlxfn(Reader& r);
 ExportedFunction read_mlxfn(Reader& r);
+// Replays shapeless trace `t` on inputs of its ranks and dtypes but any
+// shapes (export_replay.cpp): broadcasts follow the new shapes; a call
+// needing a broadcast the trace did not have raises, naming the inputs.
+std::vector<array> replay_shapeless(const ExportedTrace& t, const std::vector<array>& inputs);
 // Writes `f` in MLX's .mlxfn layout, for MLX 0.32.4's import_function: the
 // primitives MLX can represent that mlxfn_write.cpp maps (element-wise,
 // matmul, reductions, softmax, shape ops, slices, casts); any other raises

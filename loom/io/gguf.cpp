@@ -126,7 +126,9 @@ std::optional<BlockType> block_type(uint32_t t) {
 
 bool is_affine_type(uint32_t t) { return t == kQ4_0.type || t == kQ4_1.type || t == kQ8_0.type; }
 
-float half_at(const unsigned char* p) { return static_cast<float>(float16_t::to_float(detail::le16(p))); }
+float half_at(const unsigned char* p) {
+  return static_cast<float>(float16_t::to_float(detail::le16(p)));
+}
 
 // One Q4_0/Q4_1/Q8_0 block as MLX's affine codes (4 or 8 words), a scale and
 // a bias: Q4_0 is (q - 8) d, Q4_1 is q d + m, Q8_0 is q d with signed q
@@ -487,7 +489,9 @@ std::pair<NamedArrays, GgufMetadata> load_gguf(Reader& r) {
       // name -> codes; name without ".weight" + ".scales" / ".biases", as MLX.
       const int bits = bt.type == kQ8_0.type ? 8 : 4;
       Shape codes_shape = e.shape, group_shape = e.shape;
-      codes_shape.back() = e.shape.back() * bits / 32;
+      // In 64 bits: a row may be up to 2^31 long (an empty tensor's, with no
+      // bytes to hold it), and the product with `bits` would overflow.
+      codes_shape.back() = static_cast<int32_t>(int64_t{e.shape.back()} * bits / 32);
       group_shape.back() = e.shape.back() / 32;
       auto codes = detail::allocate_checked(n_blocks * bits * 4);
       auto scales = detail::allocate_checked(n_blocks * 2);
@@ -503,13 +507,14 @@ std::pair<NamedArrays, GgufMetadata> load_gguf(Reader& r) {
           base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
         base.resize(base.size() - suffix.size());
       out.emplace_back(e.name, detail::make_array(std::move(codes), codes_shape, uint32));
-      out.emplace_back(base + ".scales", detail::make_array(std::move(scales), group_shape, float16));
-      out.emplace_back(base + ".biases", detail::make_array(std::move(biases), group_shape, float16));
+      out.emplace_back(base + ".scales",
+                       detail::make_array(std::move(scales), group_shape, float16));
+      out.emplace_back(base + ".biases",
+                       detail::make_array(std::move(biases), group_shape, float16));
       continue;
     }
     // K-quants: decoded to float16 (MLX does the same, silently).
-    g_warnings.push_back("[load] GGUF tensor '" + e.name + "' of type " +
-                         ggml_type_name(bt.type) +
+    g_warnings.push_back("[load] GGUF tensor '" + e.name + "' of type " + ggml_type_name(bt.type) +
                          " is not a quantization Loom holds; it was dequantized to float16.");
     auto half = detail::allocate_checked(n_blocks * bt.block * 2);
     auto* hp = static_cast<float16_t*>(half->ptr());

@@ -8,13 +8,13 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "loom/compile/compile.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/shape_info.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/reduce.h"
+#include "loom/transforms/shapeless.h"
 
 namespace loom {
 
@@ -198,7 +198,7 @@ array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof,
   array centered = subtract(x, mean(x, ax, true, s), s);
   // |z|^2 for complex: the variance is real.
   array sq = is_complex(x.dtype()) ? square(abs(centered, s), s) : square(centered, s);
-  if (compile_detail::in_shapeless_trace()) {
+  if (transforms::in_shapeless_trace()) {
     array n = subtract(number_of_elements(a, ax, false, sq.dtype(), s),
                        array(static_cast<double>(ddof), sq.dtype()), s);
     n = maximum(n, zeros({}, sq.dtype(), s), s);

@@ -4,10 +4,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "loom/compile/compile.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/utils.h"
 #include "loom/primitives/shape_info.h"
+#include "loom/transforms/shapeless.h"
 
 namespace loom {
 
@@ -26,7 +26,7 @@ array number_of_elements(const array& a, const std::vector<int>& axes, bool inve
   }
   std::sort(ax.begin(), ax.end());
   auto p = std::make_shared<NumberOfElements>(to_stream(s), ax, inverted, dtype);
-  if (!compile_detail::in_shapeless_trace()) return array(p->count(a.shape()), dtype);
+  if (!transforms::in_shapeless_trace()) return array(p->count(a.shape()), dtype);
   return array(Shape{}, dtype, p, {a});
 }
 

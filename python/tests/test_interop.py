@@ -242,3 +242,20 @@ def test_jax_round_trip():
     np.testing.assert_array_equal(np.array(c), np.arange(6, dtype=np.float32).reshape(2, 3))
     a = mx.arange(3)
     np.testing.assert_array_equal(np.asarray(jnp.array(a)), [0, 1, 2])
+
+
+def test_tensorflow_routes():
+    # Seed §12.5's TensorFlow route (an explicit memoryview), and DLPack both
+    # ways. Runs where tensorflow is installed (not in requirements-dev.txt:
+    # checked in session 6 with tensorflow-cpu 2.21.0 in a scratch venv).
+    tf = pytest.importorskip("tensorflow")
+    a = mx.arange(3)
+    b = tf.constant(memoryview(a))
+    c = mx.array(b)
+    assert c.dtype == mx.int32 and c.tolist() == [0, 1, 2]
+    t = tf.constant([[1.5, 2.0], [3.0, 4.0]])
+    assert mx.from_dlpack(t).tolist() == [[1.5, 2.0], [3.0, 4.0]]
+    assert mx.asarray(t).dtype == mx.float32
+    x = mx.array([[1.5, -2.0], [3.0, 4.0]]) * 2
+    back = tf.experimental.dlpack.from_dlpack(x.__dlpack__())  # evaluates x first
+    assert back.numpy().tolist() == [[3.0, -4.0], [6.0, 8.0]]

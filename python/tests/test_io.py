@@ -599,3 +599,18 @@ def test_gguf_written_by_gguf_package(tmp_path):
         # (in float16, the dtype of the scales, as MLX)
         assert got.dtype == mx.float16
         np.testing.assert_allclose(np.array(got.astype(mx.float32)), want, rtol=1e-3, atol=1e-3)
+
+
+def test_load_takes_a_stream(tmp_path):
+    # load(file, format=None, return_metadata=False, stream=None): the
+    # stream (or device) is accepted by keyword in every format.
+    a = mx.arange(6, dtype=mx.float32).reshape(2, 3)
+    for name, save in [("a.npy", lambda p: mx.save(p, a)),
+                       ("a.npz", lambda p: mx.savez(p, a=a)),
+                       ("a.safetensors", lambda p: mx.save_safetensors(p, {"a": a})),
+                       ("a.gguf", lambda p: mx.save_gguf(p, {"a": a}))]:
+        path = str(tmp_path / name)
+        save(path)
+        for stream in (mx.cpu, mx.default_stream(mx.cpu)):
+            got = mx.load(path, stream=stream)
+            same(got if isinstance(got, mx.array) else got["a"], a)
