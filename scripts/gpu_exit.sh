@@ -131,6 +131,15 @@ for s in ${LOOM_EXIT_SCRIPTS:-oom daemon plain}; do
   echo "$s: $bad of $RUNS runs failed" | tee -a "$LOG"
 done
 
+# Variants that switch one suspect off (each "ENV=VALUE:script").
+for v in ${LOOM_EXIT_VARIANTS:-}; do
+  bad=0
+  for i in $(seq "$RUNS"); do
+    env "${v%%:*}" timeout 60 $PY $W/${v##*:}.py >/dev/null 2>$W/err || bad=$((bad + 1))
+  done
+  echo "variant $v: $bad of $RUNS runs failed" | tee -a "$LOG"
+done
+
 if [ -n "${LOOM_EXIT_GDB:-1}" ] && command -v cuda-gdb >/dev/null; then
   for s in ${LOOM_EXIT_GDB_SCRIPTS:-oom daemon}; do
     for i in $(seq ${LOOM_EXIT_GDB_TRIES:-4}); do
