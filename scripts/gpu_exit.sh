@@ -105,7 +105,6 @@ from _backend import mx
 a = mx.random.normal((256, 256))
 print((a @ a).sum().item() != 0)
 PY
-cp $W/*.py "$OUT/" 2>/dev/null || true
 
 LIBS=$(find build/gpu -name 'libloom*.so*' -o -name '_core*.so' | head -4)
 echo "unstripped: $LIBS" >>"$LOG"

@@ -147,6 +147,29 @@ TEST(CudaCodegen, ScatterBuildsForEveryDtypeAndAccumulation) {
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
 }
+TEST(CudaCodegen, FastNormsAndRopeBuildForEveryFloatType) {
+  for (Dtype d : {float32, float16, bfloat16, float64}) {
+    for (bool layer : {false, true}) {
+      std::string src = cuda::norm_kernel_source("loom_norm_test", d, layer);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+    std::string src = cuda::rope_kernel_source("loom_rope_test", d);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
+TEST(CudaCodegen, AttentionBuildsForEachMaskAndHeadSize) {
+  for (Dtype d : {float32, float16, bfloat16}) {
+    for (int mask = 0; mask <= 2; ++mask) {
+      for (bool sinks : {false, true}) {
+        std::string src = cuda::attention_kernel_source("loom_attention_test", d, 64, 64, mask,
+                                                        sinks);
+        EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+      }
+    }
+    std::string src = cuda::attention_kernel_source("loom_attention_test", d, 256, 128, 1, false);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
 TEST(CudaCodegen, RandomBuildsForEveryDistributionAndDtype) {
   // 0 bits, 1 uniform, 2 normal (RandomDistribution's order).
   for (bool byte_mode : {false, true}) {

@@ -63,8 +63,11 @@ void enter(StreamContext& c) {
                  ? std::get<Stream>(c.target)
                  : resolve_thread_local(std::get<ThreadLocalStream>(c.target));
   c.saved_target_stream = default_stream(s.device);
-  set_default_device(s.device);
+  // The stream first: it raises for another thread's stream, and then the
+  // process-wide default device must still be the one it was (no __exit__
+  // runs to restore it).
   set_default_stream(s);
+  set_default_device(s.device);
 }
 
 void exit(StreamContext& c) {

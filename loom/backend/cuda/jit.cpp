@@ -108,6 +108,9 @@ std::string build_cubin(const std::string& source, int arch) {
   std::string cubin(size, '\0');
   n.cubin(prog, cubin.data());
   n.destroy(&prog);
+  // NVRTC's teardown exists once it has compiled: the exit gate closes first.
+  static std::once_flag registered;
+  std::call_once(registered, close_before_teardown);
   return cubin;
 }
 

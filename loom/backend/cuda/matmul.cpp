@@ -9,6 +9,8 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <atomic>
+
 #include <cstdlib>
 #include <mutex>
 
@@ -186,6 +188,11 @@ bool matmul_kernel(Primitive&, const std::vector<array>& inputs, std::vector<arr
   if (st != CUBLAS_STATUS_SUCCESS) {
     throw std::runtime_error("[matmul] cuBLAS GEMM failed with status " + std::to_string(st) + ".");
   }
+  // cuBLAS(Lt) sets its teardown up lazily (its kernel libraries load at a
+  // type's first GEMM): close the exit gate after it, once per type.
+  static std::atomic<uint64_t> seen{0};
+  const uint64_t bit = uint64_t(1) << (static_cast<unsigned>(type) & 63);
+  if ((seen.fetch_or(bit) & bit) == 0) close_before_teardown();
   return true;
 }
 
