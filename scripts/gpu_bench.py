@@ -68,14 +68,19 @@ def kernels():
     tokens = mx.array(rng.integers(0, 50000, size=(8, 1024)).astype(np.int32))
     upd = mx.array(rng.standard_normal((8192, 1024)).astype(np.float32))
     flat = mx.reshape(tokens, (-1,))
+    big = mx.zeros((1 << 24,))
+    pos = mx.array(rng.integers(0, 1 << 24, size=1 << 22).astype(np.int32))
+    vals = mx.array(rng.standard_normal(1 << 22).astype(np.float32))
     x = mx.array(rng.standard_normal((64, 1 << 16)).astype(np.float32))
     rows = mx.array(rng.standard_normal((4096, 1024)).astype(np.float32))
     key = mx.random.key(0)
-    mx.eval(table, tokens, upd, flat, x, rows)
+    mx.eval(table, tokens, upd, flat, x, rows, big, pos, vals)
     cases = [
         ("embedding take (8,1024) of 50000x1024 f32", lambda s: mx.take(table, tokens, axis=0,
                                                                         stream=s)),
         ("scatter-add 8192 rows into 50000x1024 f32", lambda s: _at_add(table, flat, upd, s)),
+        ("scatter-set 8192 rows into 50000x1024 f32", lambda s: _set_rows(table, flat, upd, s)),
+        ("scatter-set 2^22 elements of 2^24 f32", lambda s: _set_rows(big, pos, vals, s)),
         ("random.uniform 2^26 f32", lambda s: mx.random.uniform(shape=(1 << 26,), key=key,
                                                                 stream=s)),
         ("random.normal 2^26 f32", lambda s: mx.random.normal(shape=(1 << 26,), key=key,
@@ -148,6 +153,13 @@ def fast():
          lambda: F.scaled_dot_product_attention(tqb, tqb, tqb, is_causal=True)),
     ):
         print(f"{name}: {tbench(fn):.3f} ms")
+
+
+def _set_rows(a, idx, v, s):
+    with mx.stream(s):
+        out = mx.array(a)
+        out[idx] = v
+        return out
 
 
 def _at_add(a, idx, v, s):

@@ -19,7 +19,7 @@ namespace loom::cuda {
 
 namespace {
 
-constexpr int kRows = 64;        // query rows per block
+constexpr int kRows = 64; // query rows per block
 constexpr int kThreadsPerRow = 4;
 
 // The kernels' loom_attn_params, byte for byte.
@@ -124,7 +124,8 @@ struct loom_attn_params {
 )";
   if (mask != 0) {
     std::string mt = mask == 1 ? "unsigned char" : st;
-    src += "        const long long mo = b * p.ms[0] + h * p.ms[1] + row * p.ms[2] + j * p.ms[3];\n";
+    src +=
+        "        const long long mo = b * p.ms[0] + h * p.ms[1] + row * p.ms[2] + j * p.ms[3];\n";
     if (mask == 1) {
       src += "        if (live && !((const unsigned char*)p.mask)[mo]) sc = lowest;\n";
     } else {
@@ -216,8 +217,8 @@ bool attention_kernel(Primitive& prim, const std::vector<array>& inputs,
   void* args[] = {&p};
   dim3 grid(static_cast<unsigned>((p.Tq + kRows - 1) / kRows),
             static_cast<unsigned>(q.shape(0) * q.shape(1)));
-  check(cudaLaunchKernel(reinterpret_cast<const void*>(kern), grid,
-                         dim3(kRows * kThreadsPerRow), args, 0, s),
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(kern), grid, dim3(kRows * kThreadsPerRow),
+                         args, 0, s),
         "cudaLaunchKernel (scaled_dot_product_attention)");
   return true;
 }

@@ -186,7 +186,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
 
   void eval(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) override {
     CudaScope scope;
-    scope.require(p.name().c_str());
+    scope.require(p.name());
     cudaStream_t s = stream_of(p.stream());
     auto it = kernel_table().find(std::type_index(typeid(p)));
     if (it != kernel_table().end() && it->second(p, inputs, outputs, s)) {

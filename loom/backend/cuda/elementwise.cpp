@@ -32,8 +32,7 @@ struct loom_layout_host {
 // block and a pageable copy per op, the larger part of a tiny op's launch.
 char layout_mode(const array& a) {
   if (a.data_size() == 1) {
-    return (a.data_shared_ptr()->valid() & allocator::Data::kHost) && a.itemsize() <= 8 ? 'v'
-                                                                                         : 's';
+    return (a.data_shared_ptr()->valid() & allocator::Data::kHost) && a.itemsize() <= 8 ? 'v' : 's';
   }
   if (a.flags().row_contiguous && a.data_size() == a.size()) return 'c';
   return 'g';
@@ -93,7 +92,7 @@ bool run_generated(const std::string& tag, const std::string& expr,
     if (modes.find('v') != std::string::npos) {
       src +=
           "template <typename T> __device__ __forceinline__ T loom_bits(unsigned long long b) {\n"
-          "  T t; memcpy(&t, &b, sizeof(T)); return t;\n}\n";
+          "  union { unsigned long long u; T t; } c; c.u = b; return c.t;\n}\n";
     }
     src += "extern \"C\" __global__ void " + name + "(";
     for (size_t k = 0; k < inputs.size(); ++k) {
@@ -114,13 +113,13 @@ bool run_generated(const std::string& tag, const std::string& expr,
       for (size_t k = 0; k < inputs.size(); ++k) {
         std::string ks = std::to_string(k);
         const char* ct = compute_type(inputs[k].dtype());
-        std::string val = modes[k] == 'v'   ? std::string("loom_bits<") +
-                                                storage_type(inputs[k].dtype()) + ">(v" + ks + ")"
-                          : modes[k] == 's' ? "in" + ks + "[0]"
-                          : modes[k] == 'g'
-                              ? "in" + ks + "[loom_offset(" + at + ", layout, " + ks + ")]"
-                          : from_vec ? "a" + ks + ".v[e]"
-                                     : "in" + ks + "[" + at + "]";
+        std::string val =
+            modes[k] == 'v'
+                ? std::string("loom_bits<") + storage_type(inputs[k].dtype()) + ">(v" + ks + ")"
+            : modes[k] == 's' ? "in" + ks + "[0]"
+            : modes[k] == 'g' ? "in" + ks + "[loom_offset(" + at + ", layout, " + ks + ")]"
+            : from_vec        ? "a" + ks + ".v[e]"
+                              : "in" + ks + "[" + at + "]";
         l += std::string(ct) + " x" + ks + " = (" + ct + ")loom_ld(" + val + "); ";
       }
       return l;

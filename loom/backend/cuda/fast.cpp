@@ -40,16 +40,16 @@ std::string norm_kernel_source(const std::string& name, Dtype d, bool layer) {
   std::string st = storage_type(d), ct = compute_type(d);
   std::string src = std::string(jit_prelude()) + row_reduce_prelude();
   src += "extern \"C\" __global__ void " + name + "(const " + st + "* in, const " + st +
-         "* __restrict__ w, const " + st + "* __restrict__ b, " + st + "* out, long long n, " +
-         ct + " eps) {\n  __shared__ " + ct + " sh[33];\n  const " + st +
+         "* __restrict__ w, const " + st + "* __restrict__ b, " + st + "* out, long long n, " + ct +
+         " eps) {\n  __shared__ " + ct + " sh[33];\n  const " + st +
          "* x = in + (long long)blockIdx.x * n;\n  " + st +
          "* y = out + (long long)blockIdx.x * n;\n  " + ct + " mu = 0;\n";
   if (layer) {
     src += "  " + ct +
            " total = 0;\n"
            "  for (long long j = threadIdx.x; j < n; j += blockDim.x) total += (" +
-           ct + ")loom_ld(x[j]);\n  mu = loom_block_reduce<" + ct + ", false>(total, sh) / (" +
-           ct + ")n;\n";
+           ct + ")loom_ld(x[j]);\n  mu = loom_block_reduce<" + ct + ", false>(total, sh) / (" + ct +
+           ")n;\n";
   }
   // The variance about the mean in a second pass (no cancellation), as the CPU.
   src += "  " + ct +
@@ -143,12 +143,12 @@ bool norm_kernel(const std::vector<array>& inputs, std::vector<array>& outputs, 
 bool rms_norm_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                      cudaStream_t s) {
   const auto st = p.state();
-  return norm_kernel(inputs, outputs, s, false, state_get<bool>(st, "RMSNorm", "has_weight"),
-                     false, state_get<double>(st, "RMSNorm", "eps"));
+  return norm_kernel(inputs, outputs, s, false, state_get<bool>(st, "RMSNorm", "has_weight"), false,
+                     state_get<double>(st, "RMSNorm", "eps"));
 }
 
-bool layer_norm_kernel(Primitive& p, const std::vector<array>& inputs,
-                       std::vector<array>& outputs, cudaStream_t s) {
+bool layer_norm_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
+                       cudaStream_t s) {
   const auto st = p.state();
   return norm_kernel(inputs, outputs, s, true, state_get<bool>(st, "LayerNorm", "has_weight"),
                      state_get<bool>(st, "LayerNorm", "has_bias"),
@@ -190,8 +190,8 @@ bool rope_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<arr
   long long r = rows, t = T, pb = per_batch, dd = D;
   std::string name = "loom_rope_" + std::to_string(static_cast<int>(d.val));
   cudaKernel_t k = jit_kernel(name, [&] { return rope_kernel_source(name, d); });
-  void* args[] = {&x,    &y,   &off,      &freqs,      &r,   &t,   &pb,   &dd,
-                  &idims, &trad, &per_entry, &fscale, &log_step, &sign};
+  void* args[] = {&x,  &y,     &off,  &freqs,     &r,      &t,        &pb,
+                  &dd, &idims, &trad, &per_entry, &fscale, &log_step, &sign};
   launch_elementwise(k, static_cast<size_t>(rows * (half + (D - dims))), args, s);
   return true;
 }

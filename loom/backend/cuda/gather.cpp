@@ -18,6 +18,7 @@
 #include "loom/primitives/gather.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -476,7 +477,12 @@ bool scatter_kernel(Primitive& prim, const std::vector<array>& inputs, std::vect
   // too large (else any one write wins, as on MLX's GPU).
   const long long tuples = p.n / std::max<long long>(p.block, 1);
   unsigned long long targets = 1;
-  bool small = tuples > 1 && tuples < 0xffffffffLL;
+  // LOOM_CUDA_SCATTER_ANY=1: any one write wins (no claim pass), to measure its cost.
+  static const bool any_write = [] {
+    const char* v = std::getenv("LOOM_CUDA_SCATTER_ANY");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  bool small = !any_write && tuples > 1 && tuples < 0xffffffffLL;
   for (int j = 0; j < p.nidx && small; ++j) {
     targets *= static_cast<unsigned long long>(p.dims[j]);
     small = targets <= kMaxClaimTargets;

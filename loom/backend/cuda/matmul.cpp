@@ -10,7 +10,6 @@
 #include <dlfcn.h>
 
 #include <atomic>
-
 #include <cstdlib>
 #include <mutex>
 
