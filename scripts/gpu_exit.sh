@@ -100,13 +100,34 @@ again = mx.zeros((4 * MiB,)) + small[1]
 mx.eval(again)
 print("AGAIN:", again[0].item(), again.shape[0])
 PY
+# The regression test's script (test_cuda.py): reads back in the loop too.
+cat >$W/daemon2.py <<'PY'
+import threading, time
+from _backend import mx
+started = threading.Barrier(4)
+def work(seed):
+    a = mx.random.normal((384, 384), key=mx.random.key(seed), stream=mx.gpu)
+    started.wait()
+    n = 0
+    while True:
+        n += 1
+        with mx.stream(mx.gpu):
+            b = mx.take(a, mx.array([1, 2]), axis=0) * (n % 7)
+            mx.eval(a @ a, mx.exp(a).sum(), b)
+            b.tolist()
+for i in range(3):
+    threading.Thread(target=work, args=(i,), daemon=True).start()
+started.wait()
+time.sleep(0.3)
+print("bye")
+PY
 cat >$W/plain.py <<'PY'
 from _backend import mx
 a = mx.random.normal((256, 256))
 print((a @ a).sum().item() != 0)
 PY
 
-LIBS=$(find build/gpu -name 'libloom*.so*' -o -name '_core*.so' | head -4)
+LIBS=$(find build/gpu -name 'libloom*.so*' -o -name 'core*.so' | head -4)
 echo "unstripped: $LIBS" >>"$LOG"
 for s in ${LOOM_EXIT_SCRIPTS:-oom daemon plain}; do
   bad=0
@@ -129,6 +150,39 @@ for s in ${LOOM_EXIT_SCRIPTS:-oom daemon plain}; do
   done
   echo "$s: $bad of $RUNS runs failed" | tee -a "$LOG"
 done
+
+# Many interpreters at once (LOOM_EXIT_PARALLEL=N, rounds of N), as the test runs them.
+resolve() {
+  grep -E '^#[0-9]+ .*(libloom|_core|core\.cpython)' "$1" | while read -r idx lib off sym; do
+    off=${off#+}
+    base=$(basename "$lib")
+    f=$(echo "$LIBS" | tr ' ' '\n' | grep -F "${base%%.cpython*}" | head -1)
+    [ -n "$f" ] && echo "$idx $base $off -> $(addr2line -f -C -i -e "$f" "$off" | paste -sd' ')"
+  done
+}
+if [ -n "${LOOM_EXIT_PARALLEL:-}" ]; then
+  for s in ${LOOM_EXIT_PARALLEL_SCRIPTS:-daemon2}; do
+    bad=0; shown=0
+    for round in $(seq ${LOOM_EXIT_ROUNDS:-2}); do
+      pids=()
+      for i in $(seq "$LOOM_EXIT_PARALLEL"); do
+        LD_PRELOAD=$W/segv.so timeout 90 $PY -X faulthandler $W/$s.py >$W/out.$i 2>$W/err.$i &
+        pids+=($!)
+      done
+      for i in $(seq "$LOOM_EXIT_PARALLEL"); do
+        wait ${pids[$((i - 1))]}; rc=$?
+        if [ $rc -ne 0 ]; then
+          bad=$((bad + 1))
+          if [ $shown -lt 3 ]; then
+            shown=$((shown + 1))
+            { echo "--- $s parallel round $round run $i rc=$rc"; head -c 4000 $W/err.$i; resolve $W/err.$i; } >>"$LOG"
+          fi
+        fi
+      done
+    done
+    echo "$s: $bad of $(( ${LOOM_EXIT_ROUNDS:-2} * LOOM_EXIT_PARALLEL )) parallel runs failed" | tee -a "$LOG"
+  done
+fi
 
 # Variants that switch one suspect off (each "ENV=VALUE:script").
 for v in ${LOOM_EXIT_VARIANTS:-}; do

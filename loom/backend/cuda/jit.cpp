@@ -45,6 +45,8 @@ const Nvrtc& nvrtc() {
       }
     }
     if (h == nullptr) return n;
+    // Its static destructors were registered by the load: close first.
+    close_before_teardown();
     n.create = reinterpret_cast<decltype(n.create)>(dlsym(h, "nvrtcCreateProgram"));
     n.compile = reinterpret_cast<decltype(n.compile)>(dlsym(h, "nvrtcCompileProgram"));
     n.log_size = reinterpret_cast<decltype(n.log_size)>(dlsym(h, "nvrtcGetProgramLogSize"));

@@ -43,6 +43,7 @@ const Cublas& cublas() {
       if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
     }
     if (h == nullptr) return c;
+    close_before_teardown(); // after the library's own teardown was registered
     c.create = reinterpret_cast<decltype(c.create)>(dlsym(h, "cublasCreate_v2"));
     c.set_stream = reinterpret_cast<decltype(c.set_stream)>(dlsym(h, "cublasSetStream_v2"));
     c.gemm = reinterpret_cast<decltype(c.gemm)>(dlsym(h, "cublasGemmStridedBatchedEx"));
