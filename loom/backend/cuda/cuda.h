@@ -83,6 +83,15 @@ void leave_cuda();
 bool exiting();
 void close_before_teardown();
 
+// Held around dlopen of a CUDA library (inside a CudaScope): the gate's
+// closing waits for the load however long it takes.
+struct LibraryLoad {
+  LibraryLoad();
+  ~LibraryLoad();
+  LibraryLoad(const LibraryLoad&) = delete;
+  LibraryLoad& operator=(const LibraryLoad&) = delete;
+};
+
 class CudaScope {
  public:
   CudaScope() : open_(enter_cuda()) {}

@@ -24,6 +24,7 @@ namespace loom::cuda {
 namespace {
 
 std::atomic<int> g_inside{0};
+std::atomic<int> g_loading{0};
 std::atomic<bool> g_closed{false};
 thread_local int t_depth = 0;
 
@@ -31,9 +32,13 @@ void close_gate() {
   if (g_closed.exchange(true)) return;
   // Threads already inside finish what they started (a launch, a compile, a
   // wait for a kernel); a thread stuck longer than this is left to exit().
+  // A library being loaded is always waited for: its constructors running
+  // under the teardown crashed (cuBLAS's first load took seconds with 16
+  // processes starting at once, longer than this wait).
   const int self = t_depth > 0 ? 1 : 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (g_inside.load() > self && std::chrono::steady_clock::now() < deadline) {
+  while (g_inside.load() > self &&
+         (g_loading.load() > 0 || std::chrono::steady_clock::now() < deadline)) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -63,6 +68,9 @@ void leave_cuda() {
 }
 
 bool exiting() { return g_closed.load(std::memory_order_relaxed); }
+
+LibraryLoad::LibraryLoad() { g_loading.fetch_add(1); }
+LibraryLoad::~LibraryLoad() { g_loading.fetch_sub(1); }
 
 void close_before_teardown() {
   static std::mutex& m = *new std::mutex;
