@@ -4,7 +4,7 @@
 // output accumulator in registers; tiles of keys and values are staged in
 // shared memory and read by every row of the block. Scores, the softmax and
 // the accumulation are in float (float16/bfloat16 rounded once at the end);
-// float64 and head sizes that are not a multiple of 16 (or over 256) take
+// float64 and head sizes that are not a multiple of four (or over 256) take
 // the CPU. Masks as on the CPU: a false boolean or causal entry scores the
 // lowest finite value (a row with every key masked weighs them equally), an
 // additive mask adds, a sink joins each row's softmax denominator.
@@ -59,11 +59,8 @@ struct loom_attn_params {
   src += "extern \"C\" __global__ void __launch_bounds__(LOOM_ROWS * LOOM_TPR) " + name +
          "(loom_attn_params p) {\n  typedef " + st + " T;\n";
   src += R"(
-  // Features in chunks of four: thread `lane` of a row owns chunks
-  // e * LOOM_TPR + lane, so a row's four threads read 64 contiguous bytes of
-  // a staged key (one 16-byte shared load per four multiply-adds).
-  __shared__ float4 ks[LOOM_BC][LOOM_D / 4];
-  __shared__ float4 vs[LOOM_BC][LOOM_DV / 4];
+  __shared__ float ks[LOOM_BC][LOOM_D];
+  __shared__ float vs[LOOM_BC][LOOM_DV];
   const T* Q = (const T*)p.q;
   const T* K = (const T*)p.k;
   const T* V = (const T*)p.v;
@@ -74,20 +71,14 @@ struct loom_attn_params {
   const long long row = first + threadIdx.x / LOOM_TPR;
   const bool live = row < p.Tq;
   const float lowest = -3.402823466e38f;
-  float4 qr[LOOM_D / 4 / LOOM_TPR], acc[LOOM_DV / 4 / LOOM_TPR];
+  float qr[LOOM_D / LOOM_TPR], acc[LOOM_DV / LOOM_TPR];
 #pragma unroll
-  for (int e = 0; e < LOOM_D / 4 / LOOM_TPR; ++e) {
-    float f[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const long long dim = (long long)(e * LOOM_TPR + lane) * 4 + c;
-      f[c] = live ? (float)loom_ld(Q[b * p.qs[0] + h * p.qs[1] + row * p.qs[2] + dim * p.qs[3]])
-                  : 0.0f;
-    }
-    qr[e] = make_float4(f[0], f[1], f[2], f[3]);
+  for (int e = 0; e < LOOM_D / LOOM_TPR; ++e) {
+    qr[e] = live ? (float)loom_ld(Q[b * p.qs[0] + h * p.qs[1] + row * p.qs[2] +
+                                    (long long)(lane + e * LOOM_TPR) * p.qs[3]]) : 0.0f;
   }
 #pragma unroll
-  for (int e = 0; e < LOOM_DV / 4 / LOOM_TPR; ++e) acc[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int e = 0; e < LOOM_DV / LOOM_TPR; ++e) acc[e] = 0.0f;
 )";
   if (sinks) {
     src += "  float m = (float)loom_ld(((const T*)p.sinks)[h]), l = 1.0f;\n";
@@ -107,15 +98,13 @@ struct loom_attn_params {
   const T* Vh = V + b * p.vs[0] + hk * p.vs[1];
   for (long long j0 = 0; j0 < kend; j0 += LOOM_BC) {
     __syncthreads();
-    float* kf = (float*)&ks[0][0];
-    float* vf = (float*)&vs[0][0];
     for (int i = threadIdx.x; i < LOOM_BC * LOOM_D; i += blockDim.x) {
       const int r = i / LOOM_D, c = i - r * LOOM_D;
-      kf[i] = j0 + r < p.Tk ? (float)loom_ld(Kh[(j0 + r) * p.ks[2] + c * p.ks[3]]) : 0.0f;
+      ks[r][c] = j0 + r < p.Tk ? (float)loom_ld(Kh[(j0 + r) * p.ks[2] + c * p.ks[3]]) : 0.0f;
     }
     for (int i = threadIdx.x; i < LOOM_BC * LOOM_DV; i += blockDim.x) {
       const int r = i / LOOM_DV, c = i - r * LOOM_DV;
-      vf[i] = j0 + r < p.Tk ? (float)loom_ld(Vh[(j0 + r) * p.vs[2] + c * p.vs[3]]) : 0.0f;
+      vs[r][c] = j0 + r < p.Tk ? (float)loom_ld(Vh[(j0 + r) * p.vs[2] + c * p.vs[3]]) : 0.0f;
     }
     __syncthreads();
     float s[LOOM_BC];
@@ -124,10 +113,7 @@ struct loom_attn_params {
     for (int jj = 0; jj < LOOM_BC; ++jj) {
       float part = 0.0f;
 #pragma unroll
-      for (int e = 0; e < LOOM_D / 4 / LOOM_TPR; ++e) {
-        const float4 k4 = ks[jj][e * LOOM_TPR + lane];
-        part += qr[e].x * k4.x + qr[e].y * k4.y + qr[e].z * k4.z + qr[e].w * k4.w;
-      }
+      for (int e = 0; e < LOOM_D / LOOM_TPR; ++e) part += qr[e] * ks[jj][lane + e * LOOM_TPR];
 #pragma unroll
       for (int o = LOOM_TPR / 2; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
       float sc = part * p.scale;
@@ -156,18 +142,13 @@ struct loom_attn_params {
     const float corr = m == m_new ? 1.0f : expf(m - m_new);
     l *= corr;
 #pragma unroll
-    for (int e = 0; e < LOOM_DV / 4 / LOOM_TPR; ++e) {
-      acc[e].x *= corr; acc[e].y *= corr; acc[e].z *= corr; acc[e].w *= corr;
-    }
+    for (int e = 0; e < LOOM_DV / LOOM_TPR; ++e) acc[e] *= corr;
 #pragma unroll
     for (int jj = 0; jj < LOOM_BC; ++jj) {
       const float pj = expf(s[jj] - m_new);
       l += pj;
 #pragma unroll
-      for (int e = 0; e < LOOM_DV / 4 / LOOM_TPR; ++e) {
-        const float4 v4 = vs[jj][e * LOOM_TPR + lane];
-        acc[e].x += pj * v4.x; acc[e].y += pj * v4.y; acc[e].z += pj * v4.z; acc[e].w += pj * v4.w;
-      }
+      for (int e = 0; e < LOOM_DV / LOOM_TPR; ++e) acc[e] += pj * vs[jj][lane + e * LOOM_TPR];
     }
     m = m_new;
   }
@@ -175,11 +156,7 @@ struct loom_attn_params {
   T* O = (T*)p.out + (bh * p.Tq + row) * LOOM_DV;
   const float inv = 1.0f / l;
 #pragma unroll
-  for (int e = 0; e < LOOM_DV / 4 / LOOM_TPR; ++e) {
-    T* o = O + (e * LOOM_TPR + lane) * 4;
-    loom_st(o, acc[e].x * inv); loom_st(o + 1, acc[e].y * inv);
-    loom_st(o + 2, acc[e].z * inv); loom_st(o + 3, acc[e].w * inv);
-  }
+  for (int e = 0; e < LOOM_DV / LOOM_TPR; ++e) loom_st(O + lane + e * LOOM_TPR, acc[e] * inv);
 }
 )";
   return src;
@@ -200,9 +177,8 @@ bool attention_kernel(Primitive& prim, const std::vector<array>& inputs,
   const Dtype d = q.dtype();
   if (!(d == float32 || d == float16 || d == bfloat16) || out.dtype() != d) return false;
   const int D = q.shape(3), Dv = v.shape(3);
-  // Chunks of four features per thread: head sizes multiples of 16.
-  if (D == 0 || Dv == 0 || D % (4 * kThreadsPerRow) != 0 || Dv % (4 * kThreadsPerRow) != 0 ||
-      D > 256 || Dv > 256) {
+  if (D == 0 || Dv == 0 || D % kThreadsPerRow != 0 || Dv % kThreadsPerRow != 0 || D > 256 ||
+      Dv > 256) {
     return false;
   }
   size_t next = 3;
