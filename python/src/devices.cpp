@@ -402,6 +402,15 @@ void init_devices(nb::module_& m) {
         nb::sig("def is_available(device: Device | DeviceType) -> bool"),
         "Whether a back-end is available for the device.");
 
+  // GPU work stops when the interpreter exits, before the C runtime's exit
+  // handlers: there CUDA's libraries (cuBLAS, NVRTC, the runtime) tear
+  // themselves down, and daemon threads still evaluating on the GPU crashed
+  // inside them. Registered with Python's atexit, not a module attribute.
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+    nb::gil_scoped_release release; // threads finishing device work need no GIL
+    scheduler::before_exit();
+  }));
+
   init_backend_modules(m);
 }
 

@@ -262,6 +262,8 @@ class CudaBackend final : public scheduler::DeviceBackend {
     cudaStreamDestroy(s);
   }
 
+  void before_exit() override { close_gate_now(); }
+
   std::map<std::string, std::variant<std::string, size_t>> device_info(int index) override {
     CudaScope scope;
     scope.require("device_info");

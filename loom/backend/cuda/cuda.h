@@ -82,6 +82,9 @@ bool enter_cuda();
 void leave_cuda();
 bool exiting();
 void close_before_teardown();
+// Closes the gate now (Python's atexit, through scheduler::before_exit: it
+// runs before every C-level exit handler, whatever their registration order).
+void close_gate_now();
 
 // Held around dlopen of a CUDA library (inside a CudaScope): the gate's
 // closing waits for the load however long it takes.

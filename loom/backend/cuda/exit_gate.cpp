@@ -9,6 +9,8 @@
 // registration, so it runs before their teardown); it waits for the threads
 // inside to leave, and afterwards every entry is refused: kernels raise,
 // frees leak (the process is ending), completion signals are sent at once.
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -43,6 +45,13 @@ void close_gate() {
   }
 }
 
+// A forked child has none of the parent's threads: none of them is inside.
+struct ForkReset {
+  ForkReset() {
+    pthread_atfork(nullptr, nullptr, [] { g_inside.store(t_depth > 0 ? 1 : 0); });
+  }
+} fork_reset;
+
 } // namespace
 
 bool enter_cuda() {
@@ -71,6 +80,8 @@ bool exiting() { return g_closed.load(std::memory_order_relaxed); }
 
 LibraryLoad::LibraryLoad() { g_loading.fetch_add(1); }
 LibraryLoad::~LibraryLoad() { g_loading.fetch_sub(1); }
+
+void close_gate_now() { close_gate(); }
 
 void close_before_teardown() {
   static std::mutex& m = *new std::mutex;
