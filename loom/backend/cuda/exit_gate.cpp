@@ -9,6 +9,8 @@
 // registration, so it runs before their teardown); it waits for the threads
 // inside to leave, and afterwards every entry is refused: kernels raise,
 // frees leak (the process is ending), completion signals are sent at once.
+#include "loom/backend/cuda/exit_gate.h"
+
 #include <pthread.h>
 
 #include <atomic>
@@ -18,8 +20,6 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-
-#include "loom/backend/cuda/cuda.h"
 
 namespace loom::cuda {
 
