@@ -264,6 +264,41 @@ std::string scatter_source(const std::string& name, Dtype d, Scatter::ReduceType
   return src;
 }
 
+// Whether every index of a dense index array lies in [-dim, dim): one pass
+// of minimum and maximum (the element-by-element walk below took ~30 ms for
+// 2^22 indices, more than the scatter itself). False also when unsure.
+template <typename I>
+bool all_in_range(const I* p, size_t n, int64_t dim) {
+  int64_t lo = 0, hi = 0;
+  if (n > 0) lo = hi = static_cast<int64_t>(p[0]);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(p[i]);
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  return lo >= -dim && hi < dim;
+}
+
+bool dense_indices_in_range(const array& idx, int64_t dim) {
+  if (!idx.flags().row_contiguous || idx.data_size() != idx.size()) return false;
+  const char* base = static_cast<const char*>(idx.data_shared_ptr()->ptr()) + idx.offset();
+  const size_t n = idx.size();
+  const bool is_signed = kind(idx.dtype()) == Dtype::Kind::i;
+  switch (idx.itemsize()) {
+    case 1:
+      return is_signed ? all_in_range(reinterpret_cast<const int8_t*>(base), n, dim)
+                       : all_in_range(reinterpret_cast<const uint8_t*>(base), n, dim);
+    case 2:
+      return is_signed ? all_in_range(reinterpret_cast<const int16_t*>(base), n, dim)
+                       : all_in_range(reinterpret_cast<const uint16_t*>(base), n, dim);
+    case 4:
+      return is_signed ? all_in_range(reinterpret_cast<const int32_t*>(base), n, dim)
+                       : all_in_range(reinterpret_cast<const uint32_t*>(base), n, dim);
+    default:
+      return all_in_range(reinterpret_cast<const int64_t*>(base), n, dim);
+  }
+}
+
 // Raises the CPU's error for the first out-of-range index, reading the
 // indices' host copies (which wait for the kernels that wrote them).
 void raise_out_of_range(const std::string& op, const Shape& shape, const std::vector<int>& axes,
@@ -271,6 +306,7 @@ void raise_out_of_range(const std::string& op, const Shape& shape, const std::ve
   for (size_t j = 0; j < indices.size(); ++j) {
     const array& idx = indices[j];
     const int64_t dim = shape[axes[j]];
+    if (!require && dense_indices_in_range(idx, dim)) continue;
     const char* base = static_cast<const char*>(idx.data_shared_ptr()->ptr());
     const size_t item = idx.itemsize();
     const bool is_signed = kind(idx.dtype()) == Dtype::Kind::i;
