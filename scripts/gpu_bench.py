@@ -68,14 +68,19 @@ def kernels():
     tokens = mx.array(rng.integers(0, 50000, size=(8, 1024)).astype(np.int32))
     upd = mx.array(rng.standard_normal((8192, 1024)).astype(np.float32))
     flat = mx.reshape(tokens, (-1,))
+    big = mx.zeros((1 << 24,))
+    pos = mx.array(rng.integers(0, 1 << 24, size=1 << 22).astype(np.int32))
+    vals = mx.array(rng.standard_normal(1 << 22).astype(np.float32))
     x = mx.array(rng.standard_normal((64, 1 << 16)).astype(np.float32))
     rows = mx.array(rng.standard_normal((4096, 1024)).astype(np.float32))
     key = mx.random.key(0)
-    mx.eval(table, tokens, upd, flat, x, rows)
+    mx.eval(table, tokens, upd, flat, x, rows, big, pos, vals)
     cases = [
         ("embedding take (8,1024) of 50000x1024 f32", lambda s: mx.take(table, tokens, axis=0,
                                                                         stream=s)),
         ("scatter-add 8192 rows into 50000x1024 f32", lambda s: _at_add(table, flat, upd, s)),
+        ("scatter-set 8192 rows into 50000x1024 f32", lambda s: _set_rows(table, flat, upd, s)),
+        ("scatter-set 2^22 elements of 2^24 f32", lambda s: _set_rows(big, pos, vals, s)),
         ("random.uniform 2^26 f32", lambda s: mx.random.uniform(shape=(1 << 26,), key=key,
                                                                 stream=s)),
         ("random.normal 2^26 f32", lambda s: mx.random.normal(shape=(1 << 26,), key=key,
@@ -92,25 +97,69 @@ def kernels():
 
 
 def fast():
-    """mx.fast on the GPU (composites on the eager kernels) next to the CPU."""
+    """mx.fast on the GPU next to the CPU, and attention next to PyTorch's SDPA."""
     rng = np.random.default_rng(2)
     x = mx.array(rng.standard_normal((8, 1024, 4096)).astype(np.float32))
     w = mx.array(rng.standard_normal((4096,)).astype(np.float32))
     q = mx.array(rng.standard_normal((4, 16, 1024, 128)).astype(np.float32))
-    mx.eval(x, w, q)
+    qb = q.astype(mx.bfloat16)
+    mx.eval(x, w, q, qb)
+    sdpa = mx.fast.scaled_dot_product_attention
     cases = [
-        ("rms_norm (8,1024,4096) f32", lambda s: mx.fast.rms_norm(x, w, 1e-5, stream=s)),
-        ("layer_norm (8,1024,4096) f32", lambda s: mx.fast.layer_norm(x, w, w, 1e-5, stream=s)),
+        ("rms_norm (8,1024,4096) f32", lambda s: mx.fast.rms_norm(x, w, 1e-5, stream=s), 2),
+        ("layer_norm (8,1024,4096) f32", lambda s: mx.fast.layer_norm(x, w, w, 1e-5, stream=s), 2),
         ("rope (4,16,1024,128) f32", lambda s: mx.fast.rope(q, 128, traditional=False,
                                                             base=10000.0, scale=1.0, offset=0,
-                                                            stream=s)),
-        ("sdpa causal (4,16,1024,128) f32", lambda s: mx.fast.scaled_dot_product_attention(
-            q, q, q, scale=128 ** -0.5, mask="causal", stream=s)),
+                                                            stream=s), 2),
+        ("sdpa causal (4,16,1024,128) f32", lambda s: sdpa(q, q, q, scale=128 ** -0.5,
+                                                           mask="causal", stream=s), 1),
+        ("sdpa (4,16,1024,128) f32", lambda s: sdpa(q, q, q, scale=128 ** -0.5, stream=s), 1),
+        ("sdpa causal (4,16,1024,128) bf16", lambda s: sdpa(qb, qb, qb, scale=128 ** -0.5,
+                                                            mask="causal", stream=s), 1),
     ]
-    for name, f in cases:
+    for name, f, cpu_reps in cases:
         g = bench(lambda: mx.eval(f(mx.gpu)), repeat=10, warmup=2)
-        c = bench(lambda: mx.eval(f(mx.cpu)), repeat=2, warmup=1)
+        c = bench(lambda: mx.eval(f(mx.cpu)), repeat=cpu_reps, warmup=0)
         print(f"{name}: gpu {g:.3f} ms, cpu {c:.2f} ms ({c / g:.0f}x)")
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return
+    tq = torch.tensor(np.array(q), device="cuda")
+    tx = torch.tensor(np.array(x), device="cuda")
+    tw = torch.tensor(np.array(w), device="cuda")
+    tqb = tq.bfloat16()
+
+    def tbench(fn, repeat=10, warmup=2):
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times) * 1e3
+
+    for name, fn in (
+        ("torch rms_norm (8,1024,4096) f32", lambda: F.rms_norm(tx, (4096,), tw, 1e-5)),
+        ("torch layer_norm (8,1024,4096) f32", lambda: F.layer_norm(tx, (4096,), tw, tw, 1e-5)),
+        ("torch sdpa causal (4,16,1024,128) f32",
+         lambda: F.scaled_dot_product_attention(tq, tq, tq, is_causal=True)),
+        ("torch sdpa (4,16,1024,128) f32", lambda: F.scaled_dot_product_attention(tq, tq, tq)),
+        ("torch sdpa causal (4,16,1024,128) bf16",
+         lambda: F.scaled_dot_product_attention(tqb, tqb, tqb, is_causal=True)),
+    ):
+        print(f"{name}: {tbench(fn):.3f} ms")
+
+
+def _set_rows(a, idx, v, s):
+    with mx.stream(s):
+        out = mx.array(a)
+        out[idx] = v
+        return out
 
 
 def _at_add(a, idx, v, s):

@@ -147,6 +147,32 @@ TEST(CudaCodegen, ScatterBuildsForEveryDtypeAndAccumulation) {
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
 }
+TEST(CudaCodegen, FastNormsAndRopeBuildForEveryFloatType) {
+  for (Dtype d : {float32, float16, bfloat16, float64}) {
+    for (bool layer : {false, true}) {
+      std::string src = cuda::norm_kernel_source("loom_norm_test", d, layer);
+      EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    }
+    std::string src = cuda::rope_kernel_source("loom_rope_test", d);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
+TEST(CudaCodegen, AttentionBuildsForEachMaskAndHeadSize) {
+  // Each build takes NVRTC seconds (unrolled tiles): every mask kind once,
+  // sinks and the half types once each, and the largest head size.
+  struct Case {
+    Dtype d;
+    int D, Dv, mask;
+    bool sinks;
+  };
+  for (Case c : {Case{float32, 64, 64, 0, false}, Case{float32, 64, 64, 1, false},
+                 Case{float16, 64, 64, 2, false}, Case{bfloat16, 128, 128, 1, true},
+                 Case{float32, 256, 128, 1, false}}) {
+    std::string src =
+        cuda::attention_kernel_source("loom_attention_test", c.d, c.D, c.Dv, c.mask, c.sinks);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
 TEST(CudaCodegen, RandomBuildsForEveryDistributionAndDtype) {
   // 0 bits, 1 uniform, 2 normal (RandomDistribution's order).
   for (bool byte_mode : {false, true}) {

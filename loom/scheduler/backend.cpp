@@ -1,5 +1,6 @@
 #include "loom/scheduler/backend.h"
 
+#include <atomic>
 #include <mutex>
 
 namespace loom::scheduler {
@@ -8,7 +9,7 @@ namespace {
 struct Slot {
   BackendProbe probe = nullptr;
   std::once_flag once;
-  DeviceBackend* backend = nullptr;
+  std::atomic<DeviceBackend*> backend{nullptr};
 };
 Slot& gpu_slot() {
   static Slot slot; // probes register from static initialisers: built on first use
@@ -26,7 +27,11 @@ DeviceBackend* backend(Device::DeviceType type) {
   std::call_once(slot.once, [&] {
     if (slot.probe != nullptr) slot.backend = slot.probe();
   });
-  return slot.backend;
+  return slot.backend.load();
+}
+
+void before_exit() {
+  if (DeviceBackend* b = gpu_slot().backend.load()) b->before_exit();
 }
 
 } // namespace loom::scheduler

@@ -42,6 +42,9 @@ class DeviceBackend {
   virtual void stream_destroyed(const Stream& stream) = 0;
   // MLX's device_info() for device `index`.
   virtual std::map<std::string, std::variant<std::string, size_t>> device_info(int index) = 0;
+  // The process is exiting: take no more device work (the work in flight
+  // finishes first). Called before any library's static destructors run.
+  virtual void before_exit() {}
 };
 
 // A probe returns the backend when its device is present, null otherwise.
@@ -51,5 +54,9 @@ void register_probe(Device::DeviceType type, BackendProbe probe);
 // The registered backend of `type`, probing on first use; null for the CPU
 // (built in) and when no device of the type is present.
 DeviceBackend* backend(Device::DeviceType type);
+// Tells the backends found so far that the process is exiting (probes none).
+// Python calls it from the interpreter's atexit, which runs before the C
+// runtime's exit handlers, where CUDA libraries tear themselves down.
+void before_exit();
 
 } // namespace loom::scheduler

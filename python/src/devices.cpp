@@ -63,8 +63,11 @@ void enter(StreamContext& c) {
                  ? std::get<Stream>(c.target)
                  : resolve_thread_local(std::get<ThreadLocalStream>(c.target));
   c.saved_target_stream = default_stream(s.device);
-  set_default_device(s.device);
+  // The stream first: it raises for another thread's stream, and then the
+  // process-wide default device must still be the one it was (no __exit__
+  // runs to restore it).
   set_default_stream(s);
+  set_default_device(s.device);
 }
 
 void exit(StreamContext& c) {
@@ -398,6 +401,15 @@ void init_devices(nb::module_& m) {
   m.def("is_available", &is_available, nb::arg("device"),
         nb::sig("def is_available(device: Device | DeviceType) -> bool"),
         "Whether a back-end is available for the device.");
+
+  // GPU work stops when the interpreter exits, before the C runtime's exit
+  // handlers: there CUDA's libraries (cuBLAS, NVRTC, the runtime) tear
+  // themselves down, and daemon threads still evaluating on the GPU crashed
+  // inside them. Registered with Python's atexit, not a module attribute.
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+    nb::gil_scoped_release release; // threads finishing device work need no GIL
+    scheduler::before_exit();
+  }));
 
   init_backend_modules(m);
 }

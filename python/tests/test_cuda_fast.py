@@ -1,7 +1,12 @@
 """mx.fast on GPU streams against the CPU's fused kernels, values and
-gradients. The fast primitives have no GPU kernel yet: they take the CPU
-fallback (a composite run on the GPU was tried and withdrawn, docs/cuda.md).
-GPU tests skip where no GPU is present."""
+gradients. rms_norm, layer_norm and rope have GPU kernels (backend/cuda/
+fast.cpp; their gradients are composites of ops with GPU kernels) and so has
+attention's forward (attention.cpp); its backward and the other fast ops
+take the CPU fallback. GPU tests skip where no GPU is present."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -65,3 +70,90 @@ def test_fast_gradients_on_gpu_match_cpu():
             return (y * y).sum()
 
     both(lambda s: mx.grad(lambda x, w: loss(x, w, s), argnums=(0, 1))(x, w), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("dtype,tol", [(mx.float32, 1e-5), (mx.float16, 2e-3), (mx.bfloat16, 2e-2),
+                                       (mx.float64, 1e-12)])
+def test_norms_of_long_rows_and_strided_inputs(dtype, tol):
+    # Rows longer than a block, a transposed input (copied first), one row.
+    x, w, b = rnd((3, 5000), 10, dtype), rnd((5000,), 11, dtype), rnd((5000,), 12, dtype)
+    both(lambda s: mx.fast.rms_norm(x, w, 1e-5, stream=s), tol, tol)
+    both(lambda s: mx.fast.layer_norm(x * 3 + 1, w, b, 1e-5, stream=s), tol, tol)
+    xt = mx.swapaxes(rnd((6, 2, 40), 13, dtype), 0, 2)
+    both(lambda s: mx.fast.rms_norm(xt, rnd((6,), 14, dtype), 1e-4, stream=s), tol, tol)
+    both(lambda s: mx.fast.layer_norm(xt, None, rnd((6,), 15, dtype), 1e-4, stream=s), tol, tol)
+    both(lambda s: mx.fast.layer_norm(rnd((7,), 16, dtype), None, None, 1e-5, stream=s), tol, tol)
+
+
+@pytest.mark.parametrize("dtype,tol", [(mx.float32, 2e-5), (mx.float16, 2e-3), (mx.bfloat16, 2e-2)])
+def test_rope_variants_on_gpu(dtype, tol):
+    # A transposed (B, H, T, D) view as attention makes it, features past
+    # dims copied, one offset per batch entry, given frequencies, backwards.
+    q = mx.swapaxes(rnd((2, 24, 4, 96), 17, dtype), 1, 2)
+    both(lambda s: mx.fast.rope(q, 64, traditional=False, base=10000.0, scale=1.0, offset=7,
+                                stream=s), tol, tol)
+    off = mx.array([0, 5])
+    both(lambda s: mx.fast.rope(q, 32, traditional=True, base=500.0, scale=2.0, offset=off,
+                                stream=s), tol, tol)
+    freqs = mx.exp(mx.arange(16, dtype=mx.float32) * 0.3)
+    both(lambda s: mx.fast.rope(q, 32, traditional=False, base=None, scale=1.0, offset=2,
+                                freqs=freqs, stream=s), tol, tol)
+
+    def grad_of(s):
+        return mx.grad(lambda x: (mx.fast.rope(x, 64, traditional=False, base=10000.0, scale=1.0,
+                                               offset=1, stream=s) ** 2).sum())(q)
+
+    both(grad_of, 10 * tol, 10 * tol)
+
+
+def test_norms_and_rope_run_on_gpu_kernels():
+    # Not the CPU fallback: it warns once per primitive when it runs.
+    code = (
+        "from _backend import mx\n"
+        "x = mx.random.normal((4, 8, 64), key=mx.random.key(0))\n"
+        "w = mx.ones((64,))\n"
+        "with mx.stream(mx.gpu):\n"
+        "    outs = [mx.fast.rms_norm(x, w, 1e-5), mx.fast.layer_norm(x, w, w, 1e-5),\n"
+        "            mx.fast.rope(x.reshape(4, 1, 8, 64), 64, traditional=False, base=1e4,\n"
+        "                         scale=1.0, offset=0),\n"
+        "            mx.fast.scaled_dot_product_attention(x.reshape(4, 1, 8, 64), x.reshape(4, 1, 8,\n"
+        "                64), x.reshape(4, 1, 8, 64), scale=0.125, mask='causal')]\n"
+        "mx.eval(outs)\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ)
+    env.pop("LOOM_CUDA_FALLBACK_WARN", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=os.path.dirname(os.path.abspath(__file__)), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+    for name in ("RMSNorm", "LayerNorm", "RoPE", "ScaledDotProductAttention"):
+        assert f"warning: {name}" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("dtype,tol", [(mx.float32, 2e-5), (mx.float16, 3e-3), (mx.bfloat16, 2e-2)])
+@pytest.mark.parametrize("lq,lk", [(1, 300), (100, 100), (130, 77), (40, 200)])
+def test_sdpa_kernel_shapes_masks_and_sinks(dtype, tol, lq, lk):
+    # Several key tiles, a query block not full, causal with Lq != Lk (rows
+    # that see no key weigh all equally), grouped heads, sinks, masks of
+    # both kinds, transposed (B, L, H, D) -> (B, H, L, D) views.
+    q = mx.swapaxes(rnd((2, lq, 4, 64), 20, dtype), 1, 2)
+    k = mx.swapaxes(rnd((2, lk, 2, 64), 21, dtype), 1, 2)
+    v = mx.swapaxes(rnd((2, lk, 2, 32), 22, dtype), 1, 2)
+    f = mx.fast.scaled_dot_product_attention
+    both(lambda s: f(q, k, v, scale=0.125, stream=s), tol, tol)
+    both(lambda s: f(q, k, v, scale=0.125, mask="causal", stream=s), tol, tol)
+    bmask = rnd((lq, lk), 23) > 0.3
+    both(lambda s: f(q, k, v, scale=0.2, mask=bmask, stream=s), tol, tol)
+    amask = rnd((4, lq, lk), 24, dtype)
+    both(lambda s: f(q, k, v, scale=0.2, mask=amask, stream=s), 2 * tol, 2 * tol)
+    sinks = rnd((4,), 25, dtype)
+    both(lambda s: f(q, k, v, scale=0.125, mask="causal", sinks=sinks, stream=s), tol, tol)
+
+
+def test_sdpa_large_head_and_all_masked_rows():
+    q, k, v = rnd((1, 2, 33, 128), 26), rnd((1, 2, 70, 128), 27), rnd((1, 2, 70, 256), 28)
+    mask = mx.zeros((33, 70), dtype=mx.bool_)  # every key masked: equal weights, no NaN
+    f = mx.fast.scaled_dot_product_attention
+    both(lambda s: f(q, k, v, scale=0.1, mask=mask, stream=s), 2e-5, 2e-5)
+    both(lambda s: f(q, k, v, scale=0.1, stream=s), 2e-5, 2e-5)

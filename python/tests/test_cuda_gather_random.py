@@ -114,6 +114,41 @@ def test_at_updates_with_repeated_indices(dtype, op):
     np.testing.assert_array_equal(g, c)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "int64", "bool_", "complex64"])
+def test_plain_scatter_with_repeats_keeps_the_last_write_as_the_cpu(dtype):
+    # x[idx] = v with repeated rows: the last write to a row wins, whole (the
+    # CPU's rule; before, elements of different writes mixed within a row).
+    rng = np.random.default_rng(5)
+    base = sample((40, 67), dtype, seed=6)
+    upd = sample((3000, 67), dtype, seed=7)
+    idx = mx.array(rng.integers(-40, 40, size=3000).astype(np.int32))
+    g, c = on_both(lambda s: _at(base, idx, upd, "set", s))
+    np.testing.assert_array_equal(g, c)
+    # Two index arrays (targets over two axes), element-wise updates.
+    base3 = sample((9, 8, 5), dtype, seed=8)
+    i = mx.array(rng.integers(0, 9, size=(50, 20)).astype(np.int64))
+    j = mx.array(rng.integers(-8, 8, size=(50, 20)).astype(np.int64))
+    v = sample((50, 20, 5), dtype, seed=9)
+
+    def two_axes(s):
+        with mx.stream(s):
+            out = mx.array(base3)
+            out[i, j] = v
+            return out
+
+    g, c = on_both(two_axes)
+    np.testing.assert_array_equal(g, c)
+
+
+def test_put_along_axis_with_repeats_keeps_the_last_write():
+    rng = np.random.default_rng(11)
+    a = mx.array(rng.standard_normal((16, 300)).astype(np.float32))
+    idx = mx.array(rng.integers(0, 300, size=(16, 2000)).astype(np.int32))
+    vals = mx.array(rng.standard_normal((16, 2000)).astype(np.float32))
+    g, c = on_both(lambda s: mx.put_along_axis(a, idx, vals, axis=1, stream=s))
+    np.testing.assert_array_equal(g, c)
+
+
 def _at(base, idx, upd, op, s):
     with mx.stream(s):
         if op == "set":  # x[idx] = v: a plain scatter

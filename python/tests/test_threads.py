@@ -114,6 +114,7 @@ def test_stream_created_in_a_worker_fails_in_the_main_thread():
 def test_stream_context_from_another_thread_fails():
     s = mx.new_stream(mx.cpu)
     seen = {}
+    device = mx.default_device()
 
     def worker():
         try:
@@ -126,6 +127,9 @@ def test_stream_context_from_another_thread_fails():
 
     _run_threads([worker])
     assert "value" not in seen and "in current thread" in seen["error"]
+    # The refused context left the default device as it was (with the GPU as
+    # default it had switched the process to the CPU).
+    assert mx.default_device() == device
 
 
 def test_thread_local_stream_works_in_every_thread():

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
+#include <vector>
 
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/backend/cuda/cuda.h"
@@ -51,15 +53,23 @@ class DevicePool final : public allocator::Allocator {
 
   allocator::Buffer malloc(size_t size) override {
     size_t bytes = round_up(size);
+    CudaScope scope;
+    scope.require("malloc");
+    cudaStream_t s = current_stream();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (active_ + bytes > memory_limit_) throw oom(bytes, "over the memory limit");
+      if (void* p = take_small(bytes, s)) {
+        active_ += bytes;
+        peak_ = std::max(peak_, active_);
+        return allocator::Buffer{p, bytes};
+      }
     }
-    cudaStream_t s = current_stream();
     void* p = nullptr;
     cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool_, s);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError(); // clear the sticky-free error state of the runtime
+      flush_small();
       // Blocks freed on other streams become reusable once those finish.
       cudaStreamSynchronize(cudaStreamLegacy);
       cudaMemPoolTrimTo(pool_, 0);
@@ -82,16 +92,19 @@ class DevicePool final : public allocator::Allocator {
   // reused under it. (That wait costs each free a barrier across streams.)
   void free(allocator::Buffer b) override {
     if (b.ptr == nullptr) return;
+    CudaScope scope;
+    if (!scope.open()) return; // exiting: the memory goes with the process
     cudaStream_t s = sole_stream();
-    if (s == nullptr) s = cudaStreamLegacy;
-    cudaFreeAsync(b.ptr, s);
     size_t active, limit;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       active_ -= b.size;
+      if (keep_small(b, s)) return;
       active = active_;
       limit = cache_limit_;
     }
+    if (s == nullptr) s = cudaStreamLegacy;
+    cudaFreeAsync(b.ptr, s);
     // Under a cache limit the user set, give back what the pool keeps above
     // it now: the release threshold alone acts only at a later
     // synchronisation, so get_cache_memory() read over the limit (the pool
@@ -112,7 +125,8 @@ class DevicePool final : public allocator::Allocator {
     st.active = active_;
     st.peak = peak_;
     uint64_t reserved = 0;
-    cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    CudaScope scope;
+    if (scope.open()) cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
     st.cache = reserved > active_ ? static_cast<size_t>(reserved) - active_ : 0;
     return st;
   }
@@ -126,10 +140,13 @@ class DevicePool final : public allocator::Allocator {
   }
   size_t set_cache_limit(size_t limit) override {
     size_t old;
+    CudaScope scope;
+    if (!scope.open()) return cache_limit_;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       old = std::exchange(cache_limit_, limit);
     }
+    if (limit < total_) flush_small();
     uint64_t keep = limit >= total_ ? UINT64_MAX : limit;
     cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep);
     if (limit < total_) {
@@ -144,6 +161,9 @@ class DevicePool final : public allocator::Allocator {
     return memory_limit_;
   }
   void clear_cache() override {
+    CudaScope scope;
+    if (!scope.open()) return;
+    flush_small();
     cudaStreamSynchronize(cudaStreamLegacy);
     cudaMemPoolTrimTo(pool_, 0);
   }
@@ -153,9 +173,13 @@ class DevicePool final : public allocator::Allocator {
   // Device-to-host on the legacy stream: it starts after all work queued so
   // far (the kernels that wrote the buffer) and returns when the bytes are in.
   void copy_to_host(void* host, const void* dev, size_t n) const override {
+    CudaScope scope;
+    scope.require("cudaMemcpy (device to host)");
     check(cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
   }
   void copy_from_host(void* dev, const void* host, size_t n, void* stream) const override {
+    CudaScope scope;
+    scope.require("cudaMemcpyAsync (host to device)");
     auto s = stream != nullptr ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy;
     if (n >= kStageMin && staging_enabled() && staging_.copy(dev, host, n, s)) return;
     check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s),
@@ -163,6 +187,56 @@ class DevicePool final : public allocator::Allocator {
   }
 
  private:
+  // Small blocks freed while one GPU stream exists are kept here and handed
+  // back to allocations on that same stream: the stream orders a new
+  // writer after every kernel that read the block, and the pool's own
+  // stream-ordered allocation and free (a CUDA call each, ~1-2 us) are
+  // skipped for the many tiny arrays of small-op chains. Not used under a
+  // cache limit the user set, nor once a second stream exists (blocks kept
+  // for the old sole stream are then freed on the legacy stream, which waits
+  // for the work of every stream).
+  static constexpr size_t kSmallMax = size_t(64) << 10;
+  static constexpr size_t kSmallKeep = size_t(64) << 20;
+
+  // Under mutex_.
+  void* take_small(size_t bytes, cudaStream_t s) {
+    if (bytes > kSmallMax || s == nullptr || s != small_stream_ || s != sole_stream()) {
+      return nullptr;
+    }
+    auto it = small_.find(bytes);
+    if (it == small_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    small_bytes_ -= bytes;
+    return p;
+  }
+
+  // Under mutex_; false when `b` is not kept (the caller frees it).
+  bool keep_small(const allocator::Buffer& b, cudaStream_t s) {
+    if (b.size > kSmallMax || s == nullptr || cache_limit_ < total_) return false;
+    if (s != small_stream_) {
+      release_small_locked();
+      small_stream_ = s;
+    }
+    if (small_bytes_ + b.size > kSmallKeep) return false;
+    small_[b.size].push_back(b.ptr);
+    small_bytes_ += b.size;
+    return true;
+  }
+
+  void release_small_locked() {
+    for (auto& [size, blocks] : small_) {
+      for (void* p : blocks) cudaFreeAsync(p, cudaStreamLegacy);
+      blocks.clear();
+    }
+    small_bytes_ = 0;
+  }
+
+  void flush_small() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_small_locked();
+  }
+
   std::runtime_error oom(size_t bytes, const char* why) const {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
@@ -246,6 +320,9 @@ class DevicePool final : public allocator::Allocator {
   size_t total_ = 0;
   size_t memory_limit_ = 0;
   size_t cache_limit_ = 0;
+  std::unordered_map<size_t, std::vector<void*>> small_;
+  size_t small_bytes_ = 0;
+  cudaStream_t small_stream_ = nullptr;
 };
 
 } // namespace

@@ -23,8 +23,10 @@ namespace loom::cuda {
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   cudaGetLastError(); // leave no error behind for the next call to trip on
-  throw std::runtime_error(std::string("[cuda] ") + what + " failed: " + cudaGetErrorName(e) +
-                           " (" + cudaGetErrorString(e) + ").");
+  const char* name = cudaGetErrorName(e);
+  const char* text = cudaGetErrorString(e);
+  throw std::runtime_error(std::string("[cuda] ") + what + " failed: " + (name ? name : "?") +
+                           " (" + (text ? text : "no description") + ").");
 }
 
 namespace {
@@ -56,9 +58,7 @@ bool is_view_primitive(const std::string& name) {
 // until the host function has run, ~10 us per signal on an H200.)
 class Completer {
  public:
-  Completer() {
-    std::thread([this] { loop(); }).detach(); // never joined: may outlive exit
-  }
+  Completer() : thread_([this] { loop(); }) {}
 
   void signal_after(cudaStream_t s, std::shared_ptr<scheduler::Timeline> timeline, uint64_t value) {
     cudaEvent_t ev = take_event();
@@ -76,13 +76,21 @@ class Completer {
     cv_.notify_one();
   }
 
-  // Ends the thread once the queued signals are sent; it deletes this.
-  void retire() {
+  // Sends the queued signals, ends the thread and deletes `c`. Joined, not
+  // left to finish alone: a thread still destroying events while exit()
+  // tears the CUDA runtime down crashed the process.
+  static void retire(Completer* c) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+      std::lock_guard<std::mutex> lock(c->mutex_);
+      c->stop_ = true;
     }
-    cv_.notify_one();
+    c->cv_.notify_one();
+    c->thread_.join();
+    CudaScope scope;
+    if (scope.open()) {
+      for (cudaEvent_t ev : c->free_) cudaEventDestroy(ev);
+    }
+    delete c;
   }
 
  private:
@@ -109,6 +117,8 @@ class Completer {
   // Waits for `ev` polling for a while first: a blocking wait wakes late
   // (tens of us), and a waiter is usually evaluating small kernels.
   static void wait_event(cudaEvent_t ev) {
+    CudaScope scope;
+    if (!scope.open()) return; // exiting: nobody reads the results
     auto start = std::chrono::steady_clock::now();
     for (;;) {
       cudaError_t e = cudaEventQuery(ev);
@@ -145,8 +155,6 @@ class Completer {
       std::lock_guard<std::mutex> lock(mutex_);
       free_.push_back(item.event);
     }
-    for (cudaEvent_t ev : free_) cudaEventDestroy(ev);
-    delete this;
   }
 
   std::mutex mutex_;
@@ -155,6 +163,7 @@ class Completer {
   std::atomic<size_t> pending_{0}; // queue_.size(), read without the lock
   std::vector<cudaEvent_t> free_;
   bool stop_ = false;
+  std::thread thread_; // last: starts once the members above exist
 };
 
 class CudaBackend;
@@ -176,6 +185,8 @@ class CudaBackend final : public scheduler::DeviceBackend {
   int device_count() const override { return count_; }
 
   void eval(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    CudaScope scope;
+    scope.require(p.name());
     cudaStream_t s = stream_of(p.stream());
     auto it = kernel_table().find(std::type_index(typeid(p)));
     if (it != kernel_table().end() && it->second(p, inputs, outputs, s)) {
@@ -187,6 +198,11 @@ class CudaBackend final : public scheduler::DeviceBackend {
 
   void signal_when_done(const Stream& stream, const std::shared_ptr<scheduler::Timeline>& timeline,
                         uint64_t value) override {
+    CudaScope scope;
+    if (!scope.open()) {
+      timeline->signal(value); // exiting: no kernel of this stream runs any more
+      return;
+    }
     cudaStream_t s = stream_of(stream);
     if (!host_func_) {
       Completer* c = t_stream_index == stream.index ? t_completer : nullptr;
@@ -209,6 +225,8 @@ class CudaBackend final : public scheduler::DeviceBackend {
   }
 
   void stream_created(const Stream& stream) override {
+    CudaScope scope;
+    scope.require("cudaStreamCreate");
     cudaSetDevice(stream.device.index);
     cudaStream_t s = nullptr;
     check(cudaStreamCreate(&s), "cudaStreamCreate");
@@ -220,6 +238,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
 
   void stream_destroyed(const Stream& stream) override {
     cudaStream_t s = nullptr;
+    Completer* completer = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = streams_.find(stream.index);
@@ -228,11 +247,14 @@ class CudaBackend final : public scheduler::DeviceBackend {
       streams_.erase(it);
       auto c = completers_.find(stream.index);
       if (c != completers_.end()) {
-        c->second->retire();
+        completer = c->second;
         completers_.erase(c);
       }
       update_sole_stream();
     }
+    if (completer != nullptr) Completer::retire(completer);
+    CudaScope scope;
+    if (!scope.open()) return;
     // Its kernels finish first: once it is gone the remaining stream may be
     // the sole one, whose frees assume no other stream reads their buffers.
     cudaStreamSynchronize(s);
@@ -240,7 +262,11 @@ class CudaBackend final : public scheduler::DeviceBackend {
     cudaStreamDestroy(s);
   }
 
+  void before_exit() override { close_gate_now(); }
+
   std::map<std::string, std::variant<std::string, size_t>> device_info(int index) override {
+    CudaScope scope;
+    scope.require("device_info");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
     std::map<std::string, std::variant<std::string, size_t>> info;
@@ -334,6 +360,8 @@ scheduler::DeviceBackend* probe() {
     cudaGetLastError();
     return nullptr;
   }
+  // The runtime's teardown is registered by now: the gate closes before it.
+  close_before_teardown();
   try {
     return new CudaBackend(count); // leaked: lives as long as the process
   } catch (const std::exception& e) {

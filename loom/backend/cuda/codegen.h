@@ -42,6 +42,19 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
 // each row of the last axis, one block per row.
 std::string row_softmax_source(const std::string& name, Dtype d, bool logsumexp);
 
+// Block-wide reductions for one-block-per-row kernels:
+// loom_block_reduce<C, kMax>(v, sh) over a __shared__ C sh[33]; loom_max_nan.
+const char* row_reduce_prelude();
+
+// mx.fast kernels (fast.cpp): RMSNorm (or, with `layer`, LayerNorm) of each
+// row of the last axis, one block per row; RoPE, one thread per rotated pair.
+std::string norm_kernel_source(const std::string& name, Dtype d, bool layer);
+std::string rope_kernel_source(const std::string& name, Dtype d);
+// Attention (attention.cpp): head sizes D and Dv, mask 0 none, 1 boolean,
+// 2 additive; with `sinks`, a per-head sink logit.
+std::string attention_kernel_source(const std::string& name, Dtype d, int D, int Dv, int mask,
+                                    bool sinks);
+
 // The source of kernel `name`: the index (uint32) of the maximum (`is_max`)
 // or minimum of each row, one block per row.
 std::string arg_reduce_source(const std::string& name, Dtype d, bool is_max);

@@ -16,6 +16,7 @@
 
 #include "loom/allocator/allocator.h"
 #include "loom/array.h"
+#include "loom/backend/cuda/exit_gate.h"
 
 namespace loom {
 class Primitive;

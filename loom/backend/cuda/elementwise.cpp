@@ -26,9 +26,14 @@ struct loom_layout_host {
   long long strides[3][8];
 };
 
-// Element `i` of an input: contiguous, one broadcast element, or strided.
+// Element `i` of an input: contiguous, one broadcast element, or strided;
+// 'v': one element whose host copy is valid (a Python scalar, `x + 1.0`),
+// passed by value as a kernel argument. Uploading it instead cost a pool
+// block and a pageable copy per op, the larger part of a tiny op's launch.
 char layout_mode(const array& a) {
-  if (a.data_size() == 1) return 's';
+  if (a.data_size() == 1) {
+    return (a.data_shared_ptr()->valid() & allocator::Data::kHost) && a.itemsize() <= 8 ? 'v' : 's';
+  }
   if (a.flags().row_contiguous && a.data_size() == a.size()) return 'c';
   return 'g';
 }
@@ -58,8 +63,18 @@ bool run_generated(const std::string& tag, const std::string& expr,
     if (modes[k] == 'g' && inputs[k].shape() != out.shape()) return false;
   }
 
+  // A pointer per input, or for 'v' the element's bits.
   std::vector<void*> ptrs;
-  for (auto& in : inputs) ptrs.push_back(const_cast<void*>(device_data(in, stream)));
+  std::vector<unsigned long long> values(inputs.size(), 0);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (modes[k] == 'v') {
+      const char* host = static_cast<const char*>(inputs[k].data_shared_ptr()->ptr());
+      std::memcpy(&values[k], host + inputs[k].offset(), inputs[k].itemsize());
+      ptrs.push_back(nullptr);
+    } else {
+      ptrs.push_back(const_cast<void*>(device_data(inputs[k], stream)));
+    }
+  }
   // Without strided inputs, four elements per memory access where the dense
   // inputs are aligned for it (outputs are fresh pool blocks, 256-aligned).
   bool vec = out.size() >= 4 && modes.find('g') == std::string::npos;
@@ -74,8 +89,17 @@ bool run_generated(const std::string& tag, const std::string& expr,
 
   auto make_source = [&] {
     std::string src = jit_prelude();
+    if (modes.find('v') != std::string::npos) {
+      src +=
+          "template <typename T> __device__ __forceinline__ T loom_bits(unsigned long long b) {\n"
+          "  union { unsigned long long u; T t; } c; c.u = b; return c.t;\n}\n";
+    }
     src += "extern \"C\" __global__ void " + name + "(";
     for (size_t k = 0; k < inputs.size(); ++k) {
+      if (modes[k] == 'v') {
+        src += "unsigned long long v" + std::to_string(k) + ", ";
+        continue;
+      }
       src += std::string("const ") + storage_type(inputs[k].dtype()) + "* __restrict__ in" +
              std::to_string(k) + ", ";
     }
@@ -89,11 +113,13 @@ bool run_generated(const std::string& tag, const std::string& expr,
       for (size_t k = 0; k < inputs.size(); ++k) {
         std::string ks = std::to_string(k);
         const char* ct = compute_type(inputs[k].dtype());
-        std::string val = modes[k] == 's' ? "in" + ks + "[0]"
-                          : modes[k] == 'g'
-                              ? "in" + ks + "[loom_offset(" + at + ", layout, " + ks + ")]"
-                          : from_vec ? "a" + ks + ".v[e]"
-                                     : "in" + ks + "[" + at + "]";
+        std::string val =
+            modes[k] == 'v'
+                ? std::string("loom_bits<") + storage_type(inputs[k].dtype()) + ">(v" + ks + ")"
+            : modes[k] == 's' ? "in" + ks + "[0]"
+            : modes[k] == 'g' ? "in" + ks + "[loom_offset(" + at + ", layout, " + ks + ")]"
+            : from_vec        ? "a" + ks + ".v[e]"
+                              : "in" + ks + "[" + at + "]";
         l += std::string(ct) + " x" + ks + " = (" + ct + ")loom_ld(" + val + "); ";
       }
       return l;
@@ -143,7 +169,9 @@ bool run_generated(const std::string& tag, const std::string& expr,
   }
   long long n = static_cast<long long>(out.size());
   std::vector<void*> args;
-  for (auto& p : ptrs) args.push_back(&p);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    args.push_back(modes[k] == 'v' ? static_cast<void*>(&values[k]) : &ptrs[k]);
+  }
   args.push_back(&optr);
   args.push_back(&n);
   args.push_back(&layout);

@@ -4,8 +4,11 @@
 // tuple, reads the indices through their own layouts (take_along_axis's
 // broadcast iotas are never materialised), and moves or combines one element.
 // Repeated indices accumulate through atomics (native ones where CUDA has
-// them, a compare-and-swap loop on the enclosing word otherwise); plain
-// scatters with repeated indices keep one of the writes, as on MLX's GPU.
+// them, a compare-and-swap loop on the enclosing word otherwise). A plain
+// scatter (x[idx] = v) keeps the last write to a repeated target, as the CPU
+// does (MLX's GPU keeps any one, mixing writes within a row): a first pass
+// records per target the largest index tuple that writes it (atomicMax in a
+// table over the indexed axes), then only that tuple writes.
 //
 // Out-of-range indices raise at evaluation, as on the CPU. When every index
 // array has a valid host copy (indices built from Python or NumPy), they are
@@ -14,6 +17,8 @@
 // the bad tuples and sets a flag that is read after a stream synchronisation.
 #include "loom/primitives/gather.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -29,6 +34,9 @@ namespace {
 
 constexpr int kMaxIndices = 4;
 constexpr int kMaxDims = 8;
+// Largest table of targets a plain scatter's last-write-wins pass allocates
+// (4 bytes each); beyond it any one write wins.
+constexpr unsigned long long kMaxClaimTargets = 1ull << 28;
 
 // The kernels' loom_gather_params, byte for byte.
 struct GatherParams {
@@ -87,6 +95,26 @@ __device__ __forceinline__ bool loom_target(long long i, const loom_gather_param
     if (v < 0) v += p.dims[j];
     ok &= (v >= 0) & (v < p.dims[j]);
     off += v * p.axis_strides[j];
+  }
+  return ok;
+}
+// The index tuple t's target among the indexed axes (row-major over dims),
+// false when an index is out of range.
+__device__ __forceinline__ bool loom_key(long long t, const loom_gather_params& p,
+                                         unsigned long long& key) {
+  long long io[4] = {0, 0, 0, 0};
+  for (int d = p.idx_ndim - 1; d >= 0; --d) {
+    long long q = t / p.idx_shape[d], c = t - q * p.idx_shape[d];
+    for (int j = 0; j < p.nidx; ++j) io[j] += c * p.idx_strides[j][d];
+    t = q;
+  }
+  bool ok = true;
+  key = 0;
+  for (int j = 0; j < p.nidx; ++j) {
+    long long v = (long long)((const LOOM_IDX*)p.idx[j])[io[j]];
+    if (v < 0) v += p.dims[j];
+    ok &= (v >= 0) & (v < p.dims[j]);
+    key = key * (unsigned long long)p.dims[j] + (unsigned long long)v;
   }
   return ok;
 }
@@ -199,10 +227,30 @@ std::string scatter_source(const std::string& name, Dtype d, Scatter::ReduceType
   std::string src =
       std::string("#define LOOM_IDX ") + storage_type(idx) + "\n" + jit_prelude() + params_source();
   if (type == Scatter::ReduceType::none) {
-    // A plain store moves bytes: one kernel per element size.
+    // A plain store moves bytes: one kernel per element size. With `win`,
+    // only the last tuple writing a target stores (the claim pass before
+    // recorded 1 + the largest tuple per target).
     st = sized_type(d.size);
-    src +=
-        "__device__ __forceinline__ void loom_combine(" + st + "* d, " + st + " s) { *d = s; }\n";
+    src += "extern \"C\" __global__ void " + name +
+           "_claim(unsigned* win, loom_gather_params p, long long tuples) {\n"
+           "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < tuples;\n"
+           "       t += (long long)gridDim.x * blockDim.x) {\n"
+           "    unsigned long long key;\n"
+           "    if (loom_key(t, p, key)) atomicMax(win + key, (unsigned)(t + 1));\n  }\n}\n";
+    src += "extern \"C\" __global__ void " + name + "(const " + st + "* __restrict__ upd, " + st +
+           "* out, loom_gather_params p, const unsigned* __restrict__ win) {\n"
+           "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < p.n;\n"
+           "       i += (long long)gridDim.x * blockDim.x) {\n"
+           "    long long off, uoff;\n"
+           "    if (!loom_target(i, p, off, uoff)) { atomicOr(p.bad, 1); continue; }\n"
+           "    if (win != 0) {\n"
+           "      long long t = i / p.block;\n"
+           "      unsigned long long key;\n"
+           "      loom_key(t, p, key);\n"
+           "      if (win[key] != (unsigned)(t + 1)) continue;\n"
+           "    }\n"
+           "    out[off] = upd[uoff];\n  }\n}\n";
+    return src;
   } else {
     src += combine_source(d, type);
   }
@@ -216,6 +264,41 @@ std::string scatter_source(const std::string& name, Dtype d, Scatter::ReduceType
   return src;
 }
 
+// Whether every index of a dense index array lies in [-dim, dim): one pass
+// of minimum and maximum (the element-by-element walk below took ~30 ms for
+// 2^22 indices, more than the scatter itself). False also when unsure.
+template <typename I>
+bool all_in_range(const I* p, size_t n, int64_t dim) {
+  int64_t lo = 0, hi = 0;
+  if (n > 0) lo = hi = static_cast<int64_t>(p[0]);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(p[i]);
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  return lo >= -dim && hi < dim;
+}
+
+bool dense_indices_in_range(const array& idx, int64_t dim) {
+  if (!idx.flags().row_contiguous || idx.data_size() != idx.size()) return false;
+  const char* base = static_cast<const char*>(idx.data_shared_ptr()->ptr()) + idx.offset();
+  const size_t n = idx.size();
+  const bool is_signed = kind(idx.dtype()) == Dtype::Kind::i;
+  switch (idx.itemsize()) {
+    case 1:
+      return is_signed ? all_in_range(reinterpret_cast<const int8_t*>(base), n, dim)
+                       : all_in_range(reinterpret_cast<const uint8_t*>(base), n, dim);
+    case 2:
+      return is_signed ? all_in_range(reinterpret_cast<const int16_t*>(base), n, dim)
+                       : all_in_range(reinterpret_cast<const uint16_t*>(base), n, dim);
+    case 4:
+      return is_signed ? all_in_range(reinterpret_cast<const int32_t*>(base), n, dim)
+                       : all_in_range(reinterpret_cast<const uint32_t*>(base), n, dim);
+    default:
+      return all_in_range(reinterpret_cast<const int64_t*>(base), n, dim);
+  }
+}
+
 // Raises the CPU's error for the first out-of-range index, reading the
 // indices' host copies (which wait for the kernels that wrote them).
 void raise_out_of_range(const std::string& op, const Shape& shape, const std::vector<int>& axes,
@@ -223,6 +306,7 @@ void raise_out_of_range(const std::string& op, const Shape& shape, const std::ve
   for (size_t j = 0; j < indices.size(); ++j) {
     const array& idx = indices[j];
     const int64_t dim = shape[axes[j]];
+    if (!require && dense_indices_in_range(idx, dim)) continue;
     const char* base = static_cast<const char*>(idx.data_shared_ptr()->ptr());
     const size_t item = idx.itemsize();
     const bool is_signed = kind(idx.dtype()) == Dtype::Kind::i;
@@ -417,10 +501,42 @@ bool scatter_kernel(Primitive& prim, const std::vector<array>& inputs, std::vect
   std::string name = "loom_scatter_" + std::to_string(static_cast<int>(type)) + "_" +
                      std::to_string(static_cast<int>(d.val)) + "_" +
                      std::to_string(static_cast<int>(indices[0].dtype().val));
-  cudaKernel_t k =
-      jit_kernel(name, [&] { return scatter_source(name, d, type, indices[0].dtype()); });
-  void* args[] = {&u, &dst, &p};
+  auto source = [&] { return scatter_source(name, d, type, indices[0].dtype()); };
+  cudaKernel_t k = jit_kernel(name, source);
+  if (type != R::none) {
+    void* args[] = {&u, &dst, &p};
+    launch_elementwise(k, upd.size(), args, s);
+    after_launch(check_flag, p, sc.name(), a, sc.axes(), indices, s);
+    return true;
+  }
+  // Last write wins: a table over the indexed axes' targets when it is not
+  // too large (else any one write wins, as on MLX's GPU).
+  const long long tuples = p.n / std::max<long long>(p.block, 1);
+  unsigned long long targets = 1;
+  // LOOM_CUDA_SCATTER_ANY=1: any one write wins (no claim pass), to measure its cost.
+  static const bool any_write = [] {
+    const char* v = std::getenv("LOOM_CUDA_SCATTER_ANY");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  bool small = !any_write && tuples > 1 && tuples < 0xffffffffLL;
+  for (int j = 0; j < p.nidx && small; ++j) {
+    targets *= static_cast<unsigned long long>(p.dims[j]);
+    small = targets <= kMaxClaimTargets;
+  }
+  allocator::Allocator& pool = device_pool(current_device());
+  allocator::Buffer table{nullptr, 0};
+  if (small) {
+    table = pool.malloc(targets * sizeof(unsigned));
+    check(cudaMemsetAsync(table.ptr, 0, targets * sizeof(unsigned), s), "cudaMemsetAsync");
+    cudaKernel_t claim = jit_kernel(name + "_claim", source);
+    long long count = tuples;
+    void* cargs[] = {&table.ptr, &p, &count};
+    launch_elementwise(claim, static_cast<size_t>(tuples), cargs, s);
+  }
+  const void* win = table.ptr;
+  void* args[] = {&u, &dst, &p, &win};
   launch_elementwise(k, upd.size(), args, s);
+  if (table.ptr != nullptr) pool.free(table); // stream-ordered: after the kernels
   after_launch(check_flag, p, sc.name(), a, sc.axes(), indices, s);
   return true;
 }

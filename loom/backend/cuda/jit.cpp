@@ -34,6 +34,7 @@ struct Nvrtc {
 const Nvrtc& nvrtc() {
   static Nvrtc lib = [] {
     Nvrtc n;
+    LibraryLoad loading;
     void* h = nullptr;
     for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
       if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
@@ -45,6 +46,8 @@ const Nvrtc& nvrtc() {
       }
     }
     if (h == nullptr) return n;
+    // Its static destructors were registered by the load: close first.
+    close_before_teardown();
     n.create = reinterpret_cast<decltype(n.create)>(dlsym(h, "nvrtcCreateProgram"));
     n.compile = reinterpret_cast<decltype(n.compile)>(dlsym(h, "nvrtcCompileProgram"));
     n.log_size = reinterpret_cast<decltype(n.log_size)>(dlsym(h, "nvrtcGetProgramLogSize"));
@@ -93,7 +96,11 @@ std::string build_cubin(const std::string& source, int arch) {
   // No contraction of a*b+c into one FMA: a fused region rounds as its ops
   // do eagerly (long chains amplify the difference).
   const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device", "--fmad=false"};
-  nvrtcResult r = n.compile(prog, 4, opts);
+  nvrtcResult r;
+  {
+    LibraryLoad compiling; // NVRTC's state must outlive the compile: the gate waits
+    r = n.compile(prog, 4, opts);
+  }
   if (r != NVRTC_SUCCESS) {
     size_t len = 0;
     n.log_size(prog, &len);
@@ -108,6 +115,9 @@ std::string build_cubin(const std::string& source, int arch) {
   std::string cubin(size, '\0');
   n.cubin(prog, cubin.data());
   n.destroy(&prog);
+  // NVRTC's teardown exists once it has compiled: the exit gate closes first.
+  static std::once_flag registered;
+  std::call_once(registered, close_before_teardown);
   return cubin;
 }
 

@@ -9,8 +9,10 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "loom/backend/cuda/cuda.h"
 #include "loom/primitives/linalg.h"
@@ -36,12 +38,14 @@ struct Cublas {
 const Cublas& cublas() {
   static Cublas lib = [] {
     Cublas c;
+    LibraryLoad loading;
     void* h = nullptr;
     for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
                              "/usr/local/cuda/lib64/libcublas.so"}) {
       if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
     }
     if (h == nullptr) return c;
+    close_before_teardown(); // after the library's own teardown was registered
     c.create = reinterpret_cast<decltype(c.create)>(dlsym(h, "cublasCreate_v2"));
     c.set_stream = reinterpret_cast<decltype(c.set_stream)>(dlsym(h, "cublasSetStream_v2"));
     c.gemm = reinterpret_cast<decltype(c.gemm)>(dlsym(h, "cublasGemmStridedBatchedEx"));
@@ -55,9 +59,12 @@ const Cublas& cublas() {
 cublasHandle_t handle_for(cudaStream_t s) {
   thread_local cublasHandle_t h = nullptr;
   thread_local cudaStream_t bound = nullptr;
-  if (h == nullptr && cublas().create(&h) != CUBLAS_STATUS_SUCCESS) {
-    h = nullptr;
-    return nullptr;
+  if (h == nullptr) {
+    LibraryLoad loading; // a handle's creation loads cuBLAS's state
+    if (cublas().create(&h) != CUBLAS_STATUS_SUCCESS) {
+      h = nullptr;
+      return nullptr;
+    }
   }
   if (bound != s) {
     cublas().set_stream(h, s);
@@ -178,6 +185,14 @@ bool matmul_kernel(Primitive&, const std::vector<array>& inputs, std::vector<arr
   float alpha_f = 1.0f, beta_f = 0.0f;
   const void* alpha = dt == float64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
   const void* beta = dt == float64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  // cuBLAS(Lt) sets its teardown up lazily (its kernel libraries load at a
+  // type's first GEMM, which counts as a library load for the exit gate);
+  // the gate's closing is registered after it, once per type.
+  static std::atomic<uint64_t> seen{0};
+  const uint64_t bit = uint64_t(1) << (static_cast<unsigned>(type) & 63);
+  const bool first = (seen.load() & bit) == 0;
+  std::optional<LibraryLoad> loading;
+  if (first) loading.emplace();
   cublasStatus_t st = cublas().gemm(
       h, ob.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, oa.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, N, M,
       K, alpha, pb, type, static_cast<int>(ob.ld), ob.batch_stride, pa, type,
@@ -186,6 +201,7 @@ bool matmul_kernel(Primitive&, const std::vector<array>& inputs, std::vector<arr
   if (st != CUBLAS_STATUS_SUCCESS) {
     throw std::runtime_error("[matmul] cuBLAS GEMM failed with status " + std::to_string(st) + ".");
   }
+  if (first && (seen.fetch_or(bit) & bit) == 0) close_before_teardown();
   return true;
 }
 

@@ -17,7 +17,7 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-const char* kRowPrelude = R"(
+const char* const kRowPrelude = R"(
 template <typename C> __device__ __forceinline__ C loom_max_nan(C a, C b) {
   return (b != b || b > a) ? b : a;
 }
@@ -47,9 +47,11 @@ template <typename C, bool kMax> __device__ __forceinline__ C loom_block_reduce(
 
 } // namespace
 
+const char* row_reduce_prelude() { return kRowPrelude; }
+
 std::string row_softmax_source(const std::string& name, Dtype d, bool lse) {
   std::string st = storage_type(d), ct = compute_type(d);
-  std::string src = std::string(jit_prelude()) + kRowPrelude;
+  std::string src = std::string(jit_prelude()) + row_reduce_prelude();
   src += "extern \"C\" __global__ void " + name + "(const " + st + "* __restrict__ in, " + st +
          "* __restrict__ out, long long n) {\n"
          "  __shared__ " +
