@@ -41,7 +41,12 @@ def test_device_info():
         assert isinstance(info["device_name"], str) and info["device_name"]
         assert isinstance(info["architecture"], str) and info["architecture"]
         assert all(isinstance(k, str) and isinstance(v, (str, int)) for k, v in info.items())
-    assert mx.device_info() == mx.device_info(mx.default_device())
+    # free_memory moves with whatever else runs on the device (other test
+    # workers share the GPU); every other key describes the device itself.
+    def fixed(info):
+        return {k: v for k, v in info.items() if k != "free_memory"}
+
+    assert fixed(mx.device_info()) == fixed(mx.device_info(mx.default_device()))
 
 
 @pytest.mark.skipif(mx.is_available(mx.gpu), reason="this machine has a GPU")
