@@ -266,7 +266,7 @@ struct Tanh {
       return std::tanh(x);
   }
   static void block(const float* x, float* y, size_t n) {
-    split_block<tanh_f32_small, tanh_in_small_range, tanh_f32>(x, y, n);
+    split_block<tanh_f32_small, tanh_in_small_range, tanh_f32, kTanhSplit>(x, y, n);
   }
   static array derivative(const UnaryChain& c);
 };

@@ -379,3 +379,56 @@ def test_float64_specials_and_layouts(name):
     want = getattr(np, name)(x)
     for view, ref in ((a, want), (a[::2], want[::2]), (a[::-1], want[::-1])):
         np.testing.assert_allclose(np.array(f(view, stream=mx.cpu)), ref, rtol=3e-16)
+
+
+# --- block forms: fused range checks, pieces, tails ---------------------------
+
+def _pieces_of(f, a, n, step):
+    return np.concatenate([np.array(f(a[i:i + step])) for i in range(0, n, step)])
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name", ["sin", "cos", "tan", "tanh"])
+def test_block_forms_agree_with_elementwise_pieces(name):
+    # The block forms decide per piece (1024 elements for sin/cos/tan, 256 for
+    # tanh) whether to run the short form: sin/cos/tan check the range inside
+    # the loop and redo a piece's huge/inf/NaN elements (unless the output is
+    # the input, which is checked first), tanh skips its pre-pass after a
+    # piece that needed the full formula. Whatever the path, every element
+    # must get the bits it gets alone. Runs of small arguments alternate with
+    # runs holding a few large/huge ones, at odd offsets and lengths.
+    r = np.random.default_rng(11)
+    n = 50_003
+    x = r.uniform(-0.8, 0.8, n).astype(np.float32)
+    for start in range(0, n, 2900):
+        if (start // 2900) % 2:
+            idx = start + r.choice(min(2900, n - start), 5, replace=False)
+            x[idx] = r.uniform(-30.0, 30.0, 5)
+            if name != "tanh":
+                x[idx[0]] = np.float32(3e20)
+                x[idx[1]] = np.inf
+            x[idx[2]] = np.nan
+    f = getattr(mx, name)
+    want = np.array([np.array(f(mx.array(x[i:i + 1])))[0] for i in range(0, n, 97)])
+    a = mx.array(x)
+    for got in (np.array(f(a)), np.array(f(a * 1.0)), _pieces_of(f, a, n, 1000 + 3)):
+        np.testing.assert_array_equal(got[::97].view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(np.array(f(a)).view(np.uint32),
+                                  np.array(f(a * 1.0)).view(np.uint32))
+    fin = np.isfinite(x) & (np.abs(x) < 1e4)
+    ref = reference(getattr(np, name), x[fin])
+    assert ulp_errors(np.array(f(a))[fin], ref).max() <= (2.0 if name == "tanh" else 1.0)
+
+
+@pytest.mark.loom_only
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sin_cos_near_multiples_of_half_pi(name):
+    # The floats nearest to k pi/2 (k up to 2^20), where the reduced argument
+    # is smallest and the sign of the result (sin: parity of k; cos: of k + 1)
+    # is decided by the reduction: within 1 ulp of float64.
+    k = np.arange(1, 1 << 20, 7, dtype=np.float64)
+    c = (k * np.pi / 2).astype(np.float32)
+    x = np.concatenate([c, np.nextafter(c, np.float32(np.inf)), np.nextafter(c, np.float32(0)), -c])
+    got = np.array(getattr(mx, name)(mx.array(x), stream=mx.cpu))
+    err = ulp_errors(got, reference(getattr(np, name), x))
+    assert err.max() <= 1.0

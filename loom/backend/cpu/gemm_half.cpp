@@ -4,11 +4,14 @@
 // runs a blocked GEMM of its own: VDPBF16PS multiplies pairs of bfloat16
 // along k and adds both products into a float32 lane, so A and B are packed
 // as pairs (A: MR rows per k-pair, broadcast; B: NR columns per k-pair, two
-// vectors) and a 12 x 32 tile of C stays in 24 registers. Blocks of B
-// (KC x NC) stay in L2 and a micro-panel of it in L1, as in any GEMM of the
-// BLIS kind. The instruction flushes subnormal inputs and results to zero
-// (Intel SDM, VDPBF16PS); everything else matches a float32 product of the
-// same operands up to summation order.
+// vectors) and a 12 x 32 tile of C stays in 24 registers. The loops are
+// those of a BLIS-style GEMM (a packed block of A in L2, B's micro-panels
+// streamed past it), with a long k block: every k block ends by adding its
+// tiles into C (a strided read-modify-write of C), and fewer of those
+// measured faster than keeping a micro-panel of B within L1.
+// The instruction flushes subnormal inputs and results to zero (Intel SDM,
+// VDPBF16PS); everything else matches a float32 product of the same
+// operands up to summation order.
 // Elsewhere an OpenBLAS with sbgemm runs it (panels over the pool); without
 // one, and for float16 (whose 11-bit mantissa bfloat16 pairs cannot
 // carry), blocks of k are converted to float32 and fed to sgemm with
@@ -17,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "loom/backend/cpu/blas.h"
@@ -108,9 +112,12 @@ void gemm_via_f32(Dtype dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K
 
 #define LOOM_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 
-constexpr int kMR = 12;       // rows of a C tile (broadcast from packed A)
-constexpr int kNR = 32;       // columns of a C tile (two vectors of 16 lanes)
-constexpr int64_t kKC = 384;  // k per block (192 pairs)
+constexpr int kMR = 12; // rows of a C tile (broadcast from packed A)
+constexpr int kNR = 32; // columns of a C tile (two vectors of 16 lanes)
+// One thread, thread CPU time, 1024² / 2048² (512²): KC 384 (the former
+// value) 175-185 / 166-172 (204) GFLOP/s, 1024 207 / 200 (208), 2048 209 /
+// 211 (205); NC 256 or 512 were slower at every KC.
+constexpr int64_t kKC = 2048; // k per block (1024 pairs)
 constexpr int64_t kMC = 96;   // rows of A packed at a time (8 tiles)
 constexpr int64_t kNC = 1024; // columns of B packed at a time
 
@@ -235,23 +242,25 @@ void bf16_panel(bool ta, bool tb, int64_t K, const uint16_t* a, int64_t lda, con
   const int64_t nc_max = std::min(kNC, (n1 - n0 + kNR - 1) / kNR * kNR);
   const int64_t kc_max = std::min(kKC, K + (K & 1));
   const int64_t mc_max = std::min(kMC, (m1 - m0 + kMR - 1) / kMR * kMR);
-  std::vector<uint32_t> bpack(static_cast<size_t>(nc_max * ((kc_max + 1) / 2)));
-  std::vector<uint32_t> apack(static_cast<size_t>(mc_max * ((kc_max + 1) / 2)));
+  // Not value-initialised (B's block is up to 4 MB): every word is packed
+  // before it is read.
+  std::unique_ptr<uint32_t[]> bpack(new uint32_t[static_cast<size_t>(nc_max * ((kc_max + 1) / 2))]);
+  std::unique_ptr<uint32_t[]> apack(new uint32_t[static_cast<size_t>(mc_max * ((kc_max + 1) / 2))]);
   for (int64_t jc = n0; jc < n1; jc += kNC) {
     const int64_t nc = std::min(kNC, n1 - jc);
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = std::min(kKC, K - pc);
       const int64_t pairs = (kc + 1) / 2;
-      pack_b(b, ldb, tb, n1, K, jc, nc, pc, kc, bpack.data());
+      pack_b(b, ldb, tb, n1, K, jc, nc, pc, kc, bpack.get());
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
-        pack_a(a, lda, ta, m1, K, ic, mc, pc, kc, apack.data());
+        pack_a(a, lda, ta, m1, K, ic, mc, pc, kc, apack.get());
         for (int64_t jr = 0; jr < nc; jr += kNR) {
-          const uint32_t* bp = bpack.data() + (jr / kNR) * pairs * kNR;
+          const uint32_t* bp = bpack.get() + (jr / kNR) * pairs * kNR;
           const int n = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int m = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
-            tile_kernel(pairs, apack.data() + (ir / kMR) * pairs * kMR, bp,
+            tile_kernel(pairs, apack.get() + (ir / kMR) * pairs * kMR, bp,
                         c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, m, n);
           }
         }
