@@ -219,8 +219,7 @@ inline void erf_block(const float* x, float* y, size_t n) {
 
 // tanh(x) for |x| < kTanhSplit: x + x^3 P(x^2), relative error ~1e-9.
 inline constexpr float kTanhSplit = 0.9f;
-inline float tanh_f32_small(float x) {
-  float t = x * x;
+inline float tanh_small_poly(float t) { // P(t), t = x^2
   float p = -4.5545621211e-04f;
   p = p * t + 2.5826581203e-03f;
   p = p * t - 8.2645340986e-03f;
@@ -228,7 +227,11 @@ inline float tanh_f32_small(float x) {
   p = p * t - 5.3929300425e-02f;
   p = p * t + 1.3332978251e-01f;
   p = p * t - 3.3333322263e-01f;
-  float small = x + (x * t) * p;
+  return p;
+}
+inline float tanh_f32_small(float x) {
+  float t = x * x;
+  float small = x + (x * t) * tanh_small_poly(t);
   return blend(t == 0.0f, x, small); // keeps the sign of -0
 }
 inline bool tanh_in_small_range(float x) { return (x < 0.0f ? -x : x) < kTanhSplit; }
@@ -242,14 +245,7 @@ inline float tanh_f32(float x) {
   constexpr float kSplit = kTanhSplit;
   float ax = std::fabs(x);
   float t = ax * ax;
-  float p = -4.5545621211e-04f;
-  p = p * t + 2.5826581203e-03f;
-  p = p * t - 8.2645340986e-03f;
-  p = p * t + 2.1663537718e-02f;
-  p = p * t - 5.3929300425e-02f;
-  p = p * t + 1.3332978251e-01f;
-  p = p * t - 3.3333322263e-01f;
-  float small = ax + (ax * t) * p; // tanh_f32_small on |x|
+  float small = ax + (ax * t) * tanh_small_poly(t); // tanh_f32_small on |x|
   // Otherwise 1 - 2 / (e^{2|x|} + 1). tanh is 1 in float32 long before
   // 2|x| = 80, so clamping there (which also maps NaN to a number, restored
   // at the end) keeps the exponential in range.
