@@ -46,6 +46,17 @@ def make(m, dtype_name):
         out[key] = m.array(v).astype(dt)
     return out
 
+def save(m, fmt, path, arrays):
+    # npy holds one array: "model.w".
+    if fmt == "npy":
+        m.save(path, arrays["model.w"])
+    elif fmt == "npz":
+        m.savez(path, **arrays)
+    elif fmt == "safetensors":
+        m.save_safetensors(path, arrays)
+    else:
+        m.save_gguf(path, arrays)
+
 def raw(m, a):
     # The bytes of an array (bfloat16 as its bits), shape and dtype kept.
     if a.dtype == m.bfloat16:
@@ -71,14 +82,7 @@ for fmt in formats:
         path = os.path.join(folder, f"{name}.{fmt}")
         if mode == "write":
             try:
-                if fmt == "npy":
-                    mx.save(path, arrays["model.w"])
-                elif fmt == "npz":
-                    mx.savez(path, **arrays)
-                elif fmt == "safetensors":
-                    mx.save_safetensors(path, arrays)
-                else:
-                    mx.save_gguf(path, arrays)
+                save(mx, fmt, path, arrays)
                 result[f"{fmt}/{name}"] = "written"
             except Exception as e:
                 result[f"{fmt}/{name}"] = "refused: " + str(e)[:80]
@@ -111,12 +115,12 @@ def _oracle(mode, folder):
 def _make():
     scope = {}
     exec(MAKE, scope)
-    return scope["make"], scope["raw"]
+    return scope["make"], scope["raw"], scope["save"]
 
 
 def test_files_written_by_mlx_load_bit_identically(tmp_path):
     written = _oracle("write", tmp_path)
-    make, raw = _make()
+    make, raw, _ = _make()
     loaded_any = {fmt: 0 for fmt in FORMATS}
     for key, status in written.items():
         if status != "written":
@@ -139,7 +143,7 @@ def test_files_written_by_mlx_load_bit_identically(tmp_path):
 
 
 def test_files_written_by_loom_load_in_mlx_bit_identically(tmp_path):
-    make, _ = _make()
+    make, _, save = _make()
     folder = tmp_path / "loom"
     folder.mkdir()
     mlx_writes = _oracle("write", tmp_path)
@@ -150,14 +154,7 @@ def test_files_written_by_loom_load_in_mlx_bit_identically(tmp_path):
         fmt, name = key.split("/")
         arrays = make(mx, name)
         path = str(folder / f"{name}.{fmt}")
-        if fmt == "npy":
-            mx.save(path, arrays["model.w"])
-        elif fmt == "npz":
-            mx.savez(path, **arrays)
-        elif fmt == "safetensors":
-            mx.save_safetensors(path, arrays)
-        else:
-            mx.save_gguf(path, arrays)
+        save(mx, fmt, path, arrays)
         expected.append(key)
     read = _oracle("read", folder)
     assert sorted(read) == sorted(expected)
