@@ -48,7 +48,6 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
-      stop_requested_.store(true);
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
@@ -107,8 +106,7 @@ class ThreadPool {
       // while it polls, so it never holds a core another thread could use.
       const auto until = std::chrono::steady_clock::now() + spin_before_sleep();
       while (published_.load(std::memory_order_acquire) == seen &&
-             !stop_requested_.load(std::memory_order_relaxed) &&
-             std::chrono::steady_clock::now() < until) {
+             !stop_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < until) {
         std::this_thread::yield();
       }
       {
@@ -139,9 +137,8 @@ class ThreadPool {
   int active_ = 0; // workers inside work() for the current region
   uint64_t generation_ = 0;
   std::exception_ptr error_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};      // also polled without the lock
   std::atomic<uint64_t> published_{0}; // generation_, readable without the lock
-  std::atomic<bool> stop_requested_{false};
 };
 
 // After fork() the child has none of the pool's threads, and a region that
