@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -223,12 +222,10 @@ struct Attention {
   int64_t scores_ld(int64_t kn) const { return use_tiles ? (kn + 15) / 16 * 16 + 16 : kn; }
 
   // Query rows per block: about 512 KiB of scores, so a block fits in L2.
-  int64_t block_rows(bool backward) const {
-    // (128K to 1M scores per block measured within 2% at L 1024: the
-    // products' packing, not the cache, sets the pace.)
-    const char* env = std::getenv(backward ? "LOOM_ATTN_BBLOCK" : "LOOM_ATTN_FBLOCK"); // TEMP
-    const int64_t scores_per_block = env ? std::atoll(env) : (int64_t{1} << 17);
-    const int64_t rows = std::max<int64_t>(16, scores_per_block / std::max<int64_t>(Tk, 1));
+  int64_t block_rows() const {
+    // (BLAS products: 128K to 1M scores per block within 2% at L 1024, their
+    // packing set the pace. Tiles: 64K and 128K level in CPU time.)
+    const int64_t rows = std::max<int64_t>(16, (int64_t{1} << 17) / std::max<int64_t>(Tk, 1));
     return std::min(rows, std::max<int64_t>(Tq, 1));
   }
 
@@ -327,7 +324,7 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
     T* po = out.data<T>();
-    const int64_t block = a.block_rows(false);
+    const int64_t block = a.block_rows();
     const int64_t blocks = (a.Tq + block - 1) / block;
     const int64_t heads = a.B * a.Nq;
     // The tiles run each task on its thread: with fewer tasks than threads,
@@ -400,7 +397,7 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
       std::fill(dk.ptr, dk.ptr + outputs[1].size(), C(0));
       std::fill(dv.ptr, dv.ptr + outputs[2].size(), C(0));
     }
-    const int64_t block = a.block_rows(true);
+    const int64_t block = a.block_rows();
     const C scale = static_cast<C>(scale_);
     // One task per (batch, kv head): the query heads sharing it add into
     // its dK and dV in turn, so no two tasks write the same memory.

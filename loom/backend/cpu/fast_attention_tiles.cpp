@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -45,7 +44,7 @@ void pack(const float* x, int64_t n, int64_t d, int64_t ldx, float* out) {
 #if defined(LOOM_ATTENTION_TILES)
 
 bool available() {
-  static const bool cpu = __builtin_cpu_supports("avx512f") && !std::getenv("LOOM_ATTN_NOTILES"); // TEMP
+  static const bool cpu = __builtin_cpu_supports("avx512f");
   return cpu && enabled.load(std::memory_order_relaxed);
 }
 
@@ -54,6 +53,20 @@ namespace {
 // The first k lanes of a vector.
 __mmask16 lanes(int64_t k) {
   return k >= 16 ? __mmask16(0xFFFF) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1);
+}
+
+// max(a, b) per lane (b where a is NaN), and the sum or maximum of the
+// lanes. Here and in exp16, masked forms stand in for the intrinsics that
+// start from _mm512_undefined_ps(), which GCC 12 reports as uninitialised.
+inline __m512 max16(__m512 a, __m512 b) { return _mm512_mask_max_ps(b, 0xFFFF, a, b); }
+
+template <typename Op>
+float fold16(__m512 v, Op op) {
+  alignas(64) float x[16];
+  _mm512_store_ps(x, v);
+  float r = x[0];
+  for (int l = 1; l < 16; ++l) r = op(r, x[l]);
+  return r;
 }
 
 // Rows per product_nt tile: 2 x 12 accumulators, two panel vectors and a
@@ -167,9 +180,10 @@ const std::array<std::array<NnTile, kNnRows>, 4> kNnTiles = {
 inline __m512 exp16(__m512 y) {
   const __m512 lo = _mm512_set1_ps(-87.0f);
   const __mmask16 keep = _mm512_cmp_ps_mask(y, lo, _CMP_NLT_UQ);
-  const __m512 yc = _mm512_max_ps(lo, y); // NaN in y: y
-  const __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(yc, _mm512_set1_ps(1.44269504088896341f)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 yc = max16(lo, y); // NaN in y: y
+  const __m512 fn =
+      _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(yc, _mm512_set1_ps(1.44269504088896341f)),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(0.693359375f), yc);
   r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(-2.12194440e-4f), r);
   __m512 p = _mm512_set1_ps(1.3814604753e-03f);
@@ -179,7 +193,7 @@ inline __m512 exp16(__m512 y) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.9999993451e-01f));
   p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r);
   p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, fn));
+  return _mm512_maskz_scalef_ps(keep, p, fn);
 }
 
 } // namespace
@@ -215,25 +229,16 @@ void product_nt(int64_t M, int64_t N, int64_t D, float alpha, const float* a, in
 void product_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t si,
                 int64_t st, const float* b, int64_t ldb, const float* rowscale, bool accumulate,
                 float* c, int64_t ldc) {
-  // TEMP tuning knob
-  static const int64_t depth =
-      std::getenv("LOOM_ATTN_DEPTH") ? std::atoll(std::getenv("LOOM_ATTN_DEPTH")) : 1 << 30;
   for (int64_t c0 = 0; c0 < N; c0 += 64) {
     const int64_t width = std::min<int64_t>(64, N - c0);
     const int64_t vectors = (width + 15) / 16;
     const __mmask16 last = lanes(width - 16 * (vectors - 1));
     const auto& tiles = kNnTiles[vectors - 1];
-    // Steps of the sum whose rows of b (depth x 64 floats) stay in L1
-    // across the row tiles; a later step adds into what the first wrote
-    // (scale_i distributes over the parts).
-    for (int64_t t0 = 0; t0 < std::max<int64_t>(K, 1); t0 += depth) {
-      const int64_t steps = std::min(depth, K - t0);
-      const bool add = accumulate || t0 > 0;
-      for (int64_t i = 0; i < M; i += kNnRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kNnRows, M - i));
-        tiles[rows - 1](a + i * si + t0 * st, si, st, b + t0 * ldb + c0, ldb, steps, last, alpha,
-                        rowscale != nullptr ? rowscale + i : nullptr, add, c + i * ldc + c0, ldc);
-      }
+    for (int64_t i = 0; i < M; i += kNnRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kNnRows, M - i));
+      tiles[rows - 1](a + i * si, si, st, b + c0, ldb, K, last, alpha,
+                      rowscale != nullptr ? rowscale + i : nullptr, accumulate, c + i * ldc + c0,
+                      ldc);
     }
   }
 }
@@ -245,16 +250,17 @@ float row_max(const float* x, int64_t n) {
   __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
   int64_t j = 0;
   for (; j + 64 <= n; j += 64) {
-    m0 = _mm512_max_ps(_mm512_loadu_ps(x + j), m0);
-    m1 = _mm512_max_ps(_mm512_loadu_ps(x + j + 16), m1);
-    m2 = _mm512_max_ps(_mm512_loadu_ps(x + j + 32), m2);
-    m3 = _mm512_max_ps(_mm512_loadu_ps(x + j + 48), m3);
+    m0 = max16(_mm512_loadu_ps(x + j), m0);
+    m1 = max16(_mm512_loadu_ps(x + j + 16), m1);
+    m2 = max16(_mm512_loadu_ps(x + j + 32), m2);
+    m3 = max16(_mm512_loadu_ps(x + j + 48), m3);
   }
   for (; j < n; j += 16) {
     const __mmask16 k = lanes(n - j);
     m0 = _mm512_mask_max_ps(m0, k, _mm512_maskz_loadu_ps(k, x + j), m0);
   }
-  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+  return fold16(max16(max16(m0, m1), max16(m2, m3)),
+                [](float a, float b) { return b > a ? b : a; });
 }
 
 float exp_sum(float* x, int64_t n, float shift) {
@@ -275,7 +281,7 @@ float exp_sum(float* x, int64_t n, float shift) {
     _mm512_mask_storeu_ps(x + j, k, e);
     sum0 = _mm512_mask_add_ps(sum0, k, sum0, e);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+  return fold16(_mm512_add_ps(sum0, sum1), [](float a, float b) { return a + b; });
 }
 
 #else // no AVX-512 in this build: the kernels take the BLAS path
