@@ -8,7 +8,9 @@
 #include <cmath>
 #include <vector>
 
+#include "loom/backend/cpu/fast_attention_tiles.h"
 #include "loom/ops.h"
+#include "loom/transforms/transforms.h"
 
 using namespace loom;
 
@@ -62,4 +64,63 @@ TEST(Fast, EinsumMatchesMatmul) {
   auto [path, report] = einsum_path("ij,jk,kl->il", {a, b, c});
   ASSERT_EQ(path.size(), 2u);
   EXPECT_NE(report.find("Complete contraction:  ij,jk,kl->il"), std::string::npos);
+}
+
+// The float32 register tiles against the BLAS path and the composite, on
+// shapes that leave every kind of edge: query rows not a multiple of the
+// tile heights (12, 6), keys not a multiple of 32, head sizes not a
+// multiple of 16 (masked vectors) and value heads wider than 64 (two column
+// chunks), grouped heads, each mask, sinks; values and all gradients.
+TEST(Fast, AttentionTilesMatchBlasPath) {
+  if (!cpu::attention_tiles::available()) GTEST_SKIP() << "no AVX-512: the BLAS path only";
+  struct Case {
+    int tq, tk, d, dv, nq, nkv;
+    std::string mode;
+    bool bool_mask, additive, sinks;
+  };
+  const std::vector<Case> cases = {
+      {37, 53, 24, 72, 4, 2, "", false, false, false},
+      {130, 130, 64, 64, 2, 2, "causal", false, false, true},
+      {29, 300, 8, 20, 3, 1, "", true, false, false},
+      {45, 17, 40, 40, 2, 1, "", false, true, true},
+      {64, 200, 16, 96, 2, 2, "causal", false, false, false},
+  };
+  uint64_t seed = 20;
+  for (const Case& c : cases) {
+    array q = randn({2, c.nq, c.tq, c.d}, seed++);
+    array k = randn({2, c.nkv, c.tk, c.d}, seed++);
+    array v = randn({2, c.nkv, c.tk, c.dv}, seed++);
+    array ct = randn({2, c.nq, c.tq, c.dv}, seed++);
+    std::optional<array> mask;
+    if (c.bool_mask) mask = greater(randn({c.tq, c.tk}, seed++), array(-0.5f));
+    if (c.additive) mask = randn({2, 1, c.tq, c.tk}, seed++);
+    std::optional<array> sinks;
+    if (c.sinks) sinks = randn({c.nq}, seed++);
+    auto run = [&](bool fused) {
+      ArrayFn f = [&](const std::vector<array>& x) {
+        array o = fast::scaled_dot_product_attention(x[0], x[1], x[2], 0.3f, c.mode, mask, sinks);
+        if (!fused) {
+          auto* prim = dynamic_cast<FastPrimitive*>(&o.primitive());
+          o = prim->composite(o.inputs())[0];
+        }
+        return std::vector<array>{o};
+      };
+      auto [outs, grads] = vjp(f, {q, k, v}, {ct});
+      std::vector<array> all{outs[0]};
+      all.insert(all.end(), grads.begin(), grads.end());
+      eval(all);
+      return all;
+    };
+    const bool previous = cpu::attention_tiles::set_enabled(true);
+    auto tiled = run(true);
+    cpu::attention_tiles::set_enabled(false);
+    auto blas = run(true);
+    cpu::attention_tiles::set_enabled(previous);
+    auto reference = run(false);
+    for (size_t i = 0; i < tiled.size(); ++i) {
+      EXPECT_LT(max_abs_diff(tiled[i], blas[i]), 2e-4f) << "case tq " << c.tq << " output " << i;
+      EXPECT_LT(max_abs_diff(tiled[i], reference[i]), 2e-4f)
+          << "case tq " << c.tq << " output " << i;
+    }
+  }
 }

@@ -678,3 +678,65 @@ def test_sdpa_gradients_one_kv_head(mask):
     expected = mx.grad(g, argnums=(0, 1, 2, 3))(*args)
     for a, e in zip(got, expected):
         close(a, np.array(e), 1e-4, 1e-4)
+
+
+# Shapes with 16+ query rows per head run Loom's float32 register tiles
+# (where the CPU has AVX-512): query rows off the tile heights, keys off
+# the 32-key tiles, head sizes off 16 lanes and value heads wider than 64.
+TILE_SHAPES = [
+    # (tq, tk, d, dv, nq, nkv)
+    (37, 53, 24, 72, 4, 2),
+    (130, 130, 64, 64, 2, 2),
+    (29, 300, 8, 20, 3, 1),
+    (17, 20, 40, 40, 2, 1),
+]
+
+
+@pytest.mark.parametrize("shape", TILE_SHAPES)
+@pytest.mark.parametrize("kind", MASKS)
+def test_sdpa_tiles_values_and_gradients(shape, kind):
+    tq, tk, d, dv, nq, nkv = shape
+    q, k, v = randn(2, nq, tq, d), randn(2, nkv, tk, d), randn(2, nkv, tk, dv)
+    s = randn(nq)
+    if kind == "causal":
+        mask, ref_mask = "causal", "causal"
+    elif kind == "bool":
+        ref_mask = RNG.random((tq, tk)) > 0.3
+        ref_mask[:, 0] = True
+        mask = mx.array(ref_mask)
+    elif kind == "additive":
+        ref_mask = randn(2, 1, tq, tk)
+        mask = mx.array(ref_mask)
+    else:
+        mask, ref_mask = None, None
+    args = (mx.array(q), mx.array(k), mx.array(v), mx.array(s))
+    got = mx.fast.scaled_dot_product_attention(*args[:3], scale=0.3, mask=mask, sinks=args[3])
+    close(got, np_sdpa(q, k, v, 0.3, ref_mask, s), 1e-4, 1e-4)
+    ct = mx.array(randn(2, nq, tq, dv))
+    f = lambda q, k, v, s: (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=mask, sinks=s) * ct).sum()
+    g = lambda q, k, v, s: (mx_sdpa(q, k, v, 0.3, mask, s) * ct).sum()
+    got = mx.grad(f, argnums=(0, 1, 2, 3))(*args)
+    expected = mx.grad(g, argnums=(0, 1, 2, 3))(*args)
+    for a, e in zip(got, expected):
+        close(a, np.array(e), 2e-4, 2e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sdpa_tiles_half_precision_gradients(dtype):
+    # Half inputs compute in float32 (the tiles) and round once at the end.
+    dt = getattr(mx, dtype)
+    q, k, v = randn(1, 2, 40, 32), randn(1, 2, 70, 32), randn(1, 2, 70, 32)
+    ct = randn(1, 2, 40, 32)
+    args = [mx.array(t).astype(dt) for t in (q, k, v)]
+    got = mx.fast.scaled_dot_product_attention(*args, scale=0.2, mask="causal")
+    assert got.dtype == dt
+    tol = 2e-2 if dtype == "bfloat16" else 3e-3
+    exact = [np.array(a.astype(mx.float32)) for a in args]
+    close(got, np_sdpa(*exact, 0.2, "causal"), tol, tol)
+    f = lambda q, k, v: (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.2, mask="causal") * mx.array(ct).astype(dt)).sum()
+    g = lambda q, k, v: (mx_sdpa(q, k, v, 0.2, "causal") * mx.array(ct)).sum()
+    got = mx.grad(f, argnums=(0, 1, 2))(*args)
+    expected = mx.grad(g, argnums=(0, 1, 2))(*[mx.array(t) for t in exact])
+    for a, e in zip(got, expected):
+        assert a.dtype == dt
+        close(a, np.array(e), 8 * tol, 8 * tol)

@@ -1,8 +1,10 @@
 // CPU kernels of mx.fast.scaled_dot_product_attention, forward and backward.
-// Each head runs as BLAS products (cpu::gemm) around a softmax over a block
-// of query rows whose scores stay in cache; the backward recomputes the
-// scores block by block rather than storing them, so memory stays
-// O(L * block), never L x L. Half precision computes in float32 and rounds
+// Each head runs as products around a softmax over a block of query rows
+// whose scores stay in cache; the backward recomputes the scores block by
+// block rather than storing them, so memory stays O(L * block), never
+// L x L. float32 products run on register tiles over keys and values packed
+// once per head (fast_attention_tiles.h) where the CPU has AVX-512, else as
+// BLAS products (cpu::gemm). Half precision computes in float32 and rounds
 // once at the end; float64 in double.
 #include <algorithm>
 #include <atomic>
@@ -14,6 +16,7 @@
 
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/fast.h"
+#include "loom/backend/cpu/fast_attention_tiles.h"
 #include "loom/backend/cpu/gemm.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/primitives/elementwise_scalar.h"
@@ -23,6 +26,7 @@
 namespace loom {
 
 using namespace cpu::fast_kernels;
+namespace tiles = cpu::attention_tiles;
 
 // Attention --------------------------------------------------------------------------
 
@@ -99,6 +103,10 @@ struct Attention {
   bool has_sinks = false;
   // The mask (bool or additive), a broadcast view of shape (B, Nq, Tq, Tk).
   const array* mask = nullptr;
+  // float32 products through the register tiles (fast_attention_tiles.h)
+  // rather than BLAS: where they run, and with enough query rows per head
+  // to pay for packing its keys and values.
+  bool use_tiles = false;
 
   // Keys that rows [i0, i0 + rows) can see: with a causal mask the keys past
   // the block's last row get probability exactly 0 (exp of the lowest finite
@@ -109,15 +117,29 @@ struct Attention {
     return std::min(Tk, i0 + rows + Tk - Tq);
   }
 
-  // Rows [i0, i0 + rows) of P (Tq x Tk) of head (b, h) over the first `kn`
-  // keys, with leading dimension kn, and the sink's probability per row if
-  // any: a block of queries whose scores stay in cache between the products
-  // around the softmax.
-  void probabilities(int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t kn, C* P,
-                     C* sink_p) const {
+  // Rows [i0, i0 + rows) of scale q k^T of head (b, h) over the first `kn`
+  // keys into P (leading dimension ld). `packed`: the head's keys packed for
+  // the tiles, or null for a BLAS product.
+  void scores(int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t kn, const float* packed, C* P,
+              int64_t ld) const {
     const C* Q = q.ptr + ((b * Nq + h) * Tq + i0) * D;
+    if constexpr (std::is_same_v<C, float>) {
+      if (packed != nullptr) {
+        tiles::product_nt(rows, kn, D, scale, Q, D, packed, P, ld);
+        return;
+      }
+    }
     const C* K = k.ptr + (b * Nkv + h / groups) * Tk * D;
-    gemm<C>(false, true, rows, kn, D, static_cast<C>(scale), Q, D, K, D, C(0), P, kn);
+    gemm<C>(false, true, rows, kn, D, static_cast<C>(scale), Q, D, K, D, C(0), P, ld);
+  }
+
+  // Turns the scores in P (rows [i0, i0 + rows) of head (b, h)) into
+  // exp(score - row maximum) after the masks, with inv[r] = 1 / (row sum +
+  // sink weight) and, if sink_p is given, the sink's probability per row.
+  // The rows stay unnormalised: the products that read them scale by inv
+  // (rows x Dv multiplies instead of a pass over rows x kn).
+  void softmax_rows(int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t kn, C* P, int64_t ld,
+                    C* inv, C* sink_p) const {
     // Boolean and causal masks write the lowest finite value, as MLX does: a
     // row with every key masked then weighs them equally (or gives all its
     // weight to a sink) instead of turning into NaN.
@@ -125,7 +147,7 @@ struct Attention {
     const C sink = has_sinks ? sinks.ptr[h] : -std::numeric_limits<C>::infinity();
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      C* row = P + r * kn;
+      C* row = P + r * ld;
       if (mask != nullptr) {
         const Strides& st = mask->strides();
         const int64_t base = b * st[0] + h * st[1] + static_cast<int64_t>(i) * st[2];
@@ -144,12 +166,41 @@ struct Attention {
         const int64_t last = static_cast<int64_t>(i) + Tk - Tq; // last visible key
         for (int64_t j = std::max<int64_t>(last + 1, 0); j < kn; ++j) row[j] = masked;
       }
-      const C mx = std::max(sink, lane_max(row, kn));
+      C mx, total;
+      if constexpr (std::is_same_v<C, float>) {
+        if (use_tiles) {
+          mx = std::max(sink, tiles::row_max(row, kn));
+          total = tiles::exp_sum(row, kn, mx);
+        } else {
+          mx = std::max(sink, lane_max(row, kn));
+          total = exp_sum(row, kn, mx);
+        }
+      } else {
+        mx = std::max(sink, lane_max(row, kn));
+        total = exp_sum(row, kn, mx);
+      }
       const C sink_e = has_sinks ? exp_of<C>(sink - mx) : C(0);
-      const C inv = C(1) / (sink_e + exp_sum(row, kn, mx));
-      for (int64_t j = 0; j < kn; ++j) row[j] *= inv;
-      if (sink_p != nullptr) sink_p[r] = sink_e * inv;
+      total += sink_e;
+      // No key and no sink: an empty sum, whose rows of O are 0.
+      inv[r] = total == C(0) ? C(0) : C(1) / total;
+      if (sink_p != nullptr) sink_p[r] = sink_e * inv[r];
     }
+  }
+
+  // Packs each (batch, kv head)'s keys (or values: `src`, width w) for the
+  // tiles, over the pool: one buffer of B * Nkv heads.
+  std::vector<float> pack_heads(const C* src, int64_t w) const {
+    std::vector<float> out;
+    if constexpr (std::is_same_v<C, float>) {
+      const size_t each = tiles::packed_size(Tk, w);
+      out.resize(each * B * Nkv);
+      for_tasks(B * Nkv, [&](auto next) {
+        for (int64_t t = next(); t >= 0; t = next()) {
+          tiles::pack(src + t * Tk * w, Tk, w, w, out.data() + t * each);
+        }
+      });
+    }
+    return out;
   }
 
   // A masked score does not depend on q or k: its entries of dS are 0. Only
@@ -164,10 +215,16 @@ struct Attention {
     }
   }
 
+  // The leading dimension of a block's scores over kn keys: a row of 1024
+  // floats is 4 KiB, and rows that far apart share one L1 set, so a tile
+  // reading down a column (P^T, dS^T) would evict its own lines; padding
+  // the rows by a line spreads them over the sets.
+  int64_t scores_ld(int64_t kn) const { return use_tiles ? (kn + 15) / 16 * 16 + 16 : kn; }
+
   // Query rows per block: about 512 KiB of scores, so a block fits in L2.
   int64_t block_rows() const {
-    // (128K to 1M scores per block measured within 2% at L 1024: the
-    // products' packing, not the cache, sets the pace.)
+    // (BLAS products: 128K to 1M scores per block within 2% at L 1024, their
+    // packing set the pace. Tiles: 64K and 128K level in CPU time.)
     const int64_t rows = std::max<int64_t>(16, (int64_t{1} << 17) / std::max<int64_t>(Tk, 1));
     return std::min(rows, std::max<int64_t>(Tq, 1));
   }
@@ -197,6 +254,10 @@ struct Attention {
   }
 };
 
+// Query rows per head from which the tiles pay for packing the head's keys
+// and values (each product reads them Tq times).
+constexpr int64_t kTileRows = 16;
+
 template <typename T, typename C>
 Attention<C> attention_inputs(const std::vector<array>& inputs, float scale,
                               const std::string& mode, bool has_sinks) {
@@ -223,6 +284,7 @@ Attention<C> attention_inputs(const std::vector<array>& inputs, float scale,
     a.sinks = dense<T, C>(inputs[next++]);
     a.has_sinks = true;
   }
+  a.use_tiles = std::is_same_v<C, float> && tiles::available() && a.Tq >= kTileRows;
   return a;
 }
 
@@ -265,24 +327,50 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
     const int64_t block = a.block_rows();
     const int64_t blocks = (a.Tq + block - 1) / block;
     const int64_t heads = a.B * a.Nq;
-    // One task per (head, query block), the last blocks first: under a
-    // causal mask they see the most keys, so the cheap ones fill in last.
+    // The tiles run each task on its thread: with fewer tasks than threads,
+    // the BLAS path splits each product over the pool.
+    if (heads * blocks < cpu::num_threads() && !cpu::in_parallel_region()) a.use_tiles = false;
+    const std::vector<float> kp = a.use_tiles ? a.pack_heads(a.k.ptr, a.D) : std::vector<float>{};
+    const size_t kp_each = a.use_tiles ? tiles::packed_size(a.Tk, a.D) : 0;
+    // One task per (head, query block), a head's blocks one after another
+    // (its keys and values stay in cache between them), the last first:
+    // under a causal mask they see the most keys, so the cheap ones end.
     a.for_tasks(heads * blocks, [&](auto next) {
-      std::vector<C> P(block * a.Tk), O(std::is_same_v<T, C> ? 0 : block * a.Dv);
+      std::vector<C> P(block * a.scores_ld(a.Tk)), inv(block);
+      std::vector<C> O(std::is_same_v<T, C> ? 0 : block * a.Dv);
       for (int64_t t = next(); t >= 0; t = next()) {
-        const int64_t bh = t % heads, i0 = (blocks - 1 - t / heads) * block;
+        const int64_t bh = t / blocks, i0 = (blocks - 1 - t % blocks) * block;
         const int64_t b = bh / a.Nq, h = bh % a.Nq;
-        const C* V = a.v.ptr + (b * a.Nkv + h / a.groups) * a.Tk * a.Dv;
+        const int64_t bk = b * a.Nkv + h / a.groups;
+        const C* V = a.v.ptr + bk * a.Tk * a.Dv;
         const int64_t rows = std::min(block, a.Tq - i0);
-        const int64_t kn = a.visible_keys(i0, rows);
-        a.probabilities(b, h, i0, rows, kn, P.data(), nullptr);
+        const int64_t kn = a.visible_keys(i0, rows), ld = a.scores_ld(kn);
+        a.scores(b, h, i0, rows, kn, a.use_tiles ? kp.data() + bk * kp_each : nullptr, P.data(),
+                 ld);
+        a.softmax_rows(b, h, i0, rows, kn, P.data(), ld, inv.data(), nullptr);
         T* dst = po + (bh * a.Tq + i0) * a.Dv;
+        C* o = nullptr;
         if constexpr (std::is_same_v<T, C>) {
-          gemm<C>(false, false, rows, a.Dv, kn, C(1), P.data(), kn, V, a.Dv, C(0), dst, a.Dv);
+          o = dst;
         } else {
-          gemm<C>(false, false, rows, a.Dv, kn, C(1), P.data(), kn, V, a.Dv, C(0), O.data(), a.Dv);
-          store(O.data(), dst, rows * a.Dv);
+          o = O.data();
         }
+        // O = diag(inv) E V.
+        bool done = false;
+        if constexpr (std::is_same_v<C, float>) {
+          if (a.use_tiles) {
+            tiles::product_nn(rows, a.Dv, kn, 1.0f, P.data(), ld, 1, V, a.Dv, inv.data(), false, o,
+                              a.Dv);
+            done = true;
+          }
+        }
+        if (!done) {
+          gemm<C>(false, false, rows, a.Dv, kn, C(1), P.data(), ld, V, a.Dv, C(0), o, a.Dv);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < a.Dv; ++j) o[r * a.Dv + j] *= inv[r];
+          }
+        }
+        if constexpr (!std::is_same_v<T, C>) store(O.data(), dst, rows * a.Dv);
       }
     });
   });
@@ -296,6 +384,9 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
     using T = decltype(tag);
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
+    // The tiles run each task on its thread: with fewer (batch, kv head)
+    // tasks than threads, the BLAS path splits each product over the pool.
+    if (a.B * a.Nkv < cpu::num_threads() && !cpu::in_parallel_region()) a.use_tiles = false;
     Dense<C> O = dense<T, C>(inputs[n - 2]);
     Dense<C> dO = dense<T, C>(inputs[n - 1]);
     // Each task's first block writes its dK and dV rows with beta 0 (and
@@ -307,42 +398,71 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
       std::fill(dv.ptr, dv.ptr + outputs[2].size(), C(0));
     }
     const int64_t block = a.block_rows();
+    const C scale = static_cast<C>(scale_);
     // One task per (batch, kv head): the query heads sharing it add into
     // its dK and dV in turn, so no two tasks write the same memory.
     a.for_tasks(a.B * a.Nkv, [&](auto next) {
-      std::vector<C> P(block * a.Tk), dP(block * a.Tk), rowdot(block), sink_p(block);
+      const size_t scratch = block * a.scores_ld(a.Tk);
+      std::vector<C> P(scratch), dP(scratch), inv(block), rowdot(block), sink_p(block);
+      std::vector<float> kp, vp;
+      if (a.use_tiles) {
+        kp.resize(tiles::packed_size(a.Tk, a.D));
+        vp.resize(tiles::packed_size(a.Tk, a.Dv));
+      }
       for (int64_t bk = next(); bk >= 0; bk = next()) {
         const int64_t b = bk / a.Nkv, hk = bk % a.Nkv;
         const C* K = a.k.ptr + bk * a.Tk * a.D;
         const C* V = a.v.ptr + bk * a.Tk * a.Dv;
         C* dK = dk.ptr + bk * a.Tk * a.D;
         C* dV = dv.ptr + bk * a.Tk * a.Dv;
+        if constexpr (std::is_same_v<C, float>) {
+          if (a.use_tiles) {
+            tiles::pack(K, a.Tk, a.D, a.D, kp.data());
+            tiles::pack(V, a.Tk, a.Dv, a.Dv, vp.data());
+          }
+        }
         for (int64_t h = hk * a.groups; h < (hk + 1) * a.groups; ++h) {
           for (int64_t i0 = 0; i0 < a.Tq; i0 += block) {
             const int64_t rows = std::min(block, a.Tq - i0);
-            const int64_t kn = a.visible_keys(i0, rows);
-            a.probabilities(b, h, i0, rows, kn, P.data(), a.has_sinks ? sink_p.data() : nullptr);
+            const int64_t kn = a.visible_keys(i0, rows), ld = a.scores_ld(kn);
+            a.scores(b, h, i0, rows, kn, a.use_tiles ? kp.data() : nullptr, P.data(), ld);
+            a.softmax_rows(b, h, i0, rows, kn, P.data(), ld, inv.data(),
+                           a.has_sinks ? sink_p.data() : nullptr);
             const int64_t at = (b * a.Nq + h) * a.Tq + i0; // first row of the block
             const C* Q = a.q.ptr + at * a.D;
             const C* Oh = O.ptr + at * a.Dv;
             const C* dOh = dO.ptr + at * a.Dv;
+            C* dQ = dq.ptr + at * a.D;
             const bool first = h == hk * a.groups && i0 == 0;
-            const C acc = first ? C(0) : C(1);
             if (first) {
               std::fill(dK + kn * a.D, dK + a.Tk * a.D, C(0));
               std::fill(dV + kn * a.Dv, dV + a.Tk * a.Dv, C(0));
             }
-            // dV += P^T dO; dP = dO V^T.
-            gemm<C>(true, false, kn, a.Dv, rows, C(1), P.data(), kn, dOh, a.Dv, acc, dV, a.Dv);
-            gemm<C>(false, true, rows, kn, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), kn);
-            // dS = P (dP - rowsum(dO o O)): the softmax's backward per row.
+            // dP = dO V^T.
+            bool tiled = false;
+            if constexpr (std::is_same_v<C, float>) {
+              if (a.use_tiles) {
+                tiles::product_nt(rows, kn, a.Dv, 1.0f, dOh, a.Dv, vp.data(), dP.data(), ld);
+                tiled = true;
+              }
+            }
+            if (!tiled) {
+              gemm<C>(false, true, rows, kn, a.Dv, C(1), dOh, a.Dv, V, a.Dv, C(0), dP.data(), ld);
+            }
+            // One pass normalises P and turns dP into dS = P (dP - rowsum(dO o O)),
+            // the softmax's backward per row.
             for (int64_t r = 0; r < rows; ++r) {
               C d = 0;
               for (int64_t j = 0; j < a.Dv; ++j) d += dOh[r * a.Dv + j] * Oh[r * a.Dv + j];
               rowdot[r] = d;
-              const C* prow = P.data() + r * kn;
-              C* drow = dP.data() + r * kn;
-              for (int64_t j = 0; j < kn; ++j) drow[j] = prow[j] * (drow[j] - d);
+              const C iv = inv[r];
+              C* prow = P.data() + r * ld;
+              C* drow = dP.data() + r * ld;
+              for (int64_t j = 0; j < kn; ++j) {
+                const C p = prow[j] * iv;
+                prow[j] = p;
+                drow[j] = p * (drow[j] - d);
+              }
               a.clear_masked(b, h, i0 + r, drow, kn);
             }
             if (a.has_sinks) {
@@ -350,11 +470,23 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
                 dsink_parts[b * a.Nq + h] -= sink_p[r] * rowdot[r];
               }
             }
-            // dQ = scale dS K; dK += scale dS^T Q.
-            gemm<C>(false, false, rows, a.D, kn, static_cast<C>(scale_), dP.data(), kn, K, a.D,
-                    C(0), dq.ptr + at * a.D, a.D);
-            gemm<C>(true, false, kn, a.D, rows, static_cast<C>(scale_), dP.data(), kn, Q, a.D, acc,
-                    dK, a.D);
+            // dV += P^T dO; dQ = scale dS K; dK += scale dS^T Q.
+            if constexpr (std::is_same_v<C, float>) {
+              if (tiled) {
+                tiles::product_nn(kn, a.Dv, rows, 1.0f, P.data(), 1, ld, dOh, a.Dv, nullptr, !first,
+                                  dV, a.Dv);
+                tiles::product_nn(rows, a.D, kn, scale, dP.data(), ld, 1, K, a.D, nullptr, false,
+                                  dQ, a.D);
+                tiles::product_nn(kn, a.D, rows, scale, dP.data(), 1, ld, Q, a.D, nullptr, !first,
+                                  dK, a.D);
+              }
+            }
+            if (!tiled) {
+              const C acc = first ? C(0) : C(1);
+              gemm<C>(true, false, kn, a.Dv, rows, C(1), P.data(), ld, dOh, a.Dv, acc, dV, a.Dv);
+              gemm<C>(false, false, rows, a.D, kn, scale, dP.data(), ld, K, a.D, C(0), dQ, a.D);
+              gemm<C>(true, false, kn, a.D, rows, scale, dP.data(), ld, Q, a.D, acc, dK, a.D);
+            }
           }
         }
       }
