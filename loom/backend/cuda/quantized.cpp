@@ -1,0 +1,264 @@
+// Affine quantized matrices on the GPU: Dequantize and QuantizedMatmul for
+// codes of 2 to 8 bits (one LSB-first bit stream per row in uint32 words,
+// w = scale * q + bias per group), float32/float16/bfloat16.
+//
+// QuantizedMatmul against w^T (the layers of a language model) gives each
+// output element one warp: the lanes walk the row of codes eight at a time,
+// coalesced, and fold the group's scale and bias in once per eight codes
+// through  sum_j (s q_j + b) x_j = s (q . x) + b (sum_j x_j),  so a decode
+// step reads the packed codes once and never materialises the float weight.
+// Rows of x share a block's codes through L1/L2 (few rows is the case this
+// is for). w as is (transpose=false) takes one thread per output element.
+// Dequantize rounds as the CPU does: the product to the scales' dtype, then
+// the sum. Other modes (mxfp4/mxfp8/nvfp4), batched w and GatherQMM stay on
+// the CPU.
+#include "loom/primitives/quantized.h"
+
+#include <algorithm>
+#include <string>
+
+#include "loom/backend/cuda/codegen.h"
+#include "loom/backend/cuda/cuda.h"
+#include "loom/backend/cuda/jit.h"
+
+namespace loom::cuda {
+
+namespace {
+
+std::string quantized_source(const std::string& name, Dtype d, Dtype out, int bits) {
+  std::string src = jit_prelude();
+  src += "typedef " + std::string(storage_type(d)) + " T;\ntypedef " + storage_type(out) +
+         " OT;\n#define BITS " + std::to_string(bits) + "\n";
+  src += R"(
+#define LOOM_MASK ((1u << BITS) - 1u)
+// Code `i` of a row's bit stream.
+__device__ __forceinline__ unsigned loom_code(const unsigned* __restrict__ row, long long i) {
+  const long long pos = i * BITS;
+  const unsigned sh = (unsigned)(pos & 31);
+  unsigned v = row[pos >> 5] >> sh;
+  if (sh + BITS > 32) v |= row[(pos >> 5) + 1] << (32 - sh);
+  return v & LOOM_MASK;
+}
+// Codes 8c .. 8c+7 of a row (they start on a byte boundary).
+__device__ __forceinline__ void loom_codes8(const unsigned* __restrict__ row, long long c,
+                                            unsigned* q) {
+#if BITS == 4
+  const unsigned u = row[c];
+  for (int j = 0; j < 8; ++j) q[j] = (u >> (4 * j)) & 15u;
+#elif BITS == 8
+  const unsigned u0 = row[2 * c], u1 = row[2 * c + 1];
+  for (int j = 0; j < 4; ++j) { q[j] = (u0 >> (8 * j)) & 255u; q[j + 4] = (u1 >> (8 * j)) & 255u; }
+#elif BITS == 2
+  const unsigned u = row[c >> 1] >> ((c & 1) * 16);
+  for (int j = 0; j < 8; ++j) q[j] = (u >> (2 * j)) & 3u;
+#else
+  const unsigned char* b = (const unsigned char*)row + BITS * c;
+  unsigned long long v = 0;
+  for (int i = 0; i < BITS; ++i) v |= (unsigned long long)b[i] << (8 * i);
+  for (int j = 0; j < 8; ++j) q[j] = (unsigned)(v >> (BITS * j)) & LOOM_MASK;
+#endif
+}
+__device__ __forceinline__ float loom_round_T(float v) { T t; loom_st(&t, v); return (float)loom_ld(t); }
+
+// out (M, N) = x (M, K) . dequantize(w (N, K))^T; one warp per output element.
+extern "C" __global__ void NAME_qmv(const T* __restrict__ x, const unsigned* __restrict__ w,
+                                    const T* __restrict__ sc, const T* __restrict__ bi,
+                                    T* __restrict__ out, long long M, long long N, long long K,
+                                    int gs) {
+  const int lane = threadIdx.x & 31;
+  const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const long long groups = K / gs;
+  const unsigned* wr = w + n * (K * BITS / 32);
+  for (long long m = blockIdx.y; m < M; m += gridDim.y) {
+    const T* xr = x + m * K;
+    float acc = 0.0f;
+    for (long long c = lane; c * 8 < K; c += 32) {
+      const long long k = c * 8;
+      unsigned q[8];
+      loom_codes8(wr, c, q);
+      float qx = 0.0f, sx = 0.0f;
+      for (int j = 0; j < 8; ++j) {
+        const float xv = (float)loom_ld(xr[k + j]);
+        qx += (float)q[j] * xv;
+        sx += xv;
+      }
+      const long long g = n * groups + k / gs;
+      acc += (float)loom_ld(sc[g]) * qx + (float)loom_ld(bi[g]) * sx;
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if (lane == 0) loom_st(out + m * N + n, acc);
+  }
+}
+// out (M, N) = x (M, K) . dequantize(w (K, N)); one thread per output element.
+extern "C" __global__ void NAME_qmm(const T* __restrict__ x, const unsigned* __restrict__ w,
+                                    const T* __restrict__ sc, const T* __restrict__ bi,
+                                    T* __restrict__ out, long long M, long long N, long long K,
+                                    int gs) {
+  const long long groups = N / gs, words = N * BITS / 32;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < M * N;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long m = e / N, n = e % N;
+    const T* xr = x + m * K;
+    float acc = 0.0f;
+    for (long long k = 0; k < K; ++k) {
+      const long long g = k * groups + n / gs;
+      const float wv = (float)loom_code(w + k * words, n) * (float)loom_ld(sc[g]) + (float)loom_ld(bi[g]);
+      acc += (float)loom_ld(xr[k]) * wv;
+    }
+    loom_st(out + e, acc);
+  }
+}
+// out (rows, cols) from codes (rows, cols * BITS / 32), scales and biases
+// (rows, cols / gs) of type T, rounded as the CPU: to T after the product
+// and after the sum, then to the output's type.
+extern "C" __global__ void NAME_deq(const unsigned* __restrict__ w, const T* __restrict__ sc,
+                                    const T* __restrict__ bi, OT* __restrict__ out,
+                                    long long rows, long long cols, int gs) {
+  const long long groups = cols / gs, words = cols * BITS / 32;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < rows * cols;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long r = e / cols, j = e % cols;
+    const long long g = r * groups + j / gs;
+    const float p = loom_round_T((float)loom_code(w + r * words, j) * (float)loom_ld(sc[g]));
+    loom_st(out + e, loom_round_T(p + (float)loom_ld(bi[g])));
+  }
+}
+)";
+  for (size_t pos; (pos = src.find("NAME_")) != std::string::npos;) src.replace(pos, 4, name);
+  return src;
+}
+
+bool float_type(Dtype d) { return d == float32 || d == float16 || d == bfloat16; }
+
+// A dense device pointer to `a`: in place when it is row-major, else a copy
+// in `tmp` (freed by the caller, stream-ordered).
+const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
+  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
+  tmp = device_pool(current_device()).malloc(a.nbytes());
+  copy_to_row_major(a, tmp.ptr, s);
+  return tmp.ptr;
+}
+
+void launch_grid(cudaKernel_t k, long long total, void** args, cudaStream_t s, const char* what) {
+  if (total <= 0) return;
+  const long long blocks = std::min<long long>((total + 255) / 256, 132LL * 64);
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(static_cast<unsigned>(blocks)),
+                         dim3(256), args, 0, s),
+        what);
+}
+
+struct Params {
+  int group_size, bits;
+  bool ok;
+};
+
+Params affine_params(Primitive& p) {
+  const PrimitiveState st = p.state();
+  const std::string mode = state_get<std::string>(st, p.name(), "mode");
+  const int gs = static_cast<int>(state_get<int64_t>(st, p.name(), "group_size"));
+  const int bits = static_cast<int>(state_get<int64_t>(st, p.name(), "bits"));
+  const bool ok = mode == "affine" && bits >= 2 && bits <= 8 && gs >= 8 && gs % 8 == 0;
+  return {gs, bits, ok};
+}
+
+bool dequantize_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
+                       cudaStream_t s) {
+  const Params q = affine_params(p);
+  if (!q.ok || inputs.size() != 3) return false;
+  const array &w = inputs[0], &sc = inputs[1], &bi = inputs[2];
+  array& out = outputs[0];
+  if (w.dtype() != uint32 || !float_type(sc.dtype()) || bi.dtype() != sc.dtype() ||
+      !float_type(out.dtype()) || w.ndim() == 0) {
+    return false;
+  }
+  const long long cols = static_cast<long long>(w.shape(-1)) * 32 / q.bits;
+  if (cols % q.group_size != 0 || out.shape(-1) != cols) return false;
+  void* y = alloc_output(out);
+  if (out.size() == 0) return true;
+  long long rows = static_cast<long long>(out.size()) / cols;
+  allocator::Buffer t[3] = {{nullptr, 0}, {nullptr, 0}, {nullptr, 0}};
+  const void* wp = dense_data(w, t[0], s);
+  const void* sp = dense_data(sc, t[1], s);
+  const void* bp = dense_data(bi, t[2], s);
+  const std::string name = "loom_quant_" + std::to_string(static_cast<int>(sc.dtype().val)) + "_" +
+                           std::to_string(static_cast<int>(out.dtype().val)) + "_" +
+                           std::to_string(q.bits);
+  cudaKernel_t k = jit_kernel(
+      name + "_deq", [&] { return quantized_source(name, sc.dtype(), out.dtype(), q.bits); });
+  int gs = q.group_size;
+  void* args[] = {&wp, &sp, &bp, &y, &rows, const_cast<long long*>(&cols), &gs};
+  launch_grid(k, rows * cols, args, s, "cudaLaunchKernel (dequantize)");
+  for (auto& b : t)
+    if (b.ptr != nullptr) device_pool(current_device()).free(b);
+  return true;
+}
+
+bool quantized_matmul_kernel(Primitive& p, const std::vector<array>& inputs,
+                             std::vector<array>& outputs, cudaStream_t s) {
+  const Params q = affine_params(p);
+  if (!q.ok || inputs.size() != 4) return false;
+  const bool transpose = state_get<bool>(p.state(), p.name(), "transpose");
+  const array &x = inputs[0], &w = inputs[1], &sc = inputs[2], &bi = inputs[3];
+  array& out = outputs[0];
+  const Dtype d = out.dtype();
+  if (!float_type(d) || x.dtype() != d || sc.dtype() != d || bi.dtype() != d ||
+      w.dtype() != uint32 || w.ndim() != 2 || sc.ndim() != 2 || bi.ndim() != 2 || x.ndim() < 1) {
+    return false;
+  }
+  const long long K = x.shape(-1);
+  const long long N = out.shape(-1);
+  if (K % 8 != 0) return false;
+  const long long reduced = transpose ? K : N; // the axis the codes run along
+  if (reduced % q.group_size != 0) return false;
+  if (transpose ? (w.shape(0) != N || w.shape(1) * 32LL != K * q.bits)
+                : (w.shape(0) != K || w.shape(1) * 32LL != N * q.bits)) {
+    return false;
+  }
+  void* y = alloc_output(out);
+  if (out.size() == 0) return true;
+  long long M = static_cast<long long>(x.size()) / K;
+  allocator::Buffer t[4] = {{nullptr, 0}, {nullptr, 0}, {nullptr, 0}, {nullptr, 0}};
+  const void* xp = dense_data(x, t[0], s);
+  const void* wp = dense_data(w, t[1], s);
+  const void* sp = dense_data(sc, t[2], s);
+  const void* bp = dense_data(bi, t[3], s);
+  const std::string name = "loom_quant_" + std::to_string(static_cast<int>(d.val)) + "_" +
+                           std::to_string(static_cast<int>(d.val)) + "_" + std::to_string(q.bits);
+  auto source = [&] { return quantized_source(name, d, d, q.bits); };
+  int gs = q.group_size;
+  void* args[] = {
+      &xp, &wp, &sp, &bp, &y, &M, const_cast<long long*>(&N), const_cast<long long*>(&K), &gs};
+  if (K == 0) {
+    check(cudaMemsetAsync(y, 0, out.nbytes(), s), "cudaMemsetAsync (quantized_matmul)");
+  } else if (transpose) {
+    cudaKernel_t k = jit_kernel(name + "_qmv", source);
+    constexpr unsigned warps = 8;
+    const unsigned gx = static_cast<unsigned>((N + warps - 1) / warps);
+    const unsigned gy = static_cast<unsigned>(std::min<long long>(M, 65535));
+    check(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(gx, gy), dim3(warps * 32), args,
+                           0, s),
+          "cudaLaunchKernel (quantized_matmul)");
+  } else {
+    cudaKernel_t k = jit_kernel(name + "_qmm", source);
+    launch_grid(k, M * N, args, s, "cudaLaunchKernel (quantized_matmul)");
+  }
+  for (auto& b : t)
+    if (b.ptr != nullptr) device_pool(current_device()).free(b);
+  return true;
+}
+
+struct Registration {
+  Registration() {
+    register_kernel(typeid(Dequantize), &dequantize_kernel);
+    register_kernel(typeid(QuantizedMatmul), &quantized_matmul_kernel);
+  }
+} registration;
+
+} // namespace
+
+std::string quantized_kernel_source(const std::string& name, Dtype d, Dtype out, int bits) {
+  return quantized_source(name, d, out, bits);
+}
+
+} // namespace loom::cuda

@@ -1,0 +1,118 @@
+"""GPU timings of the sort/select, quantized, FFT and conv kernels for
+scripts/gpu_ops.sh: Loom's GPU next to Loom's CPU and, where the image has
+it, PyTorch on the same GPU (median of repeats after warm-up; device work is
+synchronised before each clock read)."""
+
+import statistics
+import time
+
+import numpy as np
+
+import loom.core as mx
+
+try:
+    import torch
+
+    HAVE_TORCH = torch.cuda.is_available()
+except Exception:  # noqa: BLE001 - any import failure means no peer
+    HAVE_TORCH = False
+
+
+def bench(fn, repeat=20, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        mx.synchronize()
+        t = time.perf_counter()
+        fn()
+        mx.synchronize()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def tbench(fn, repeat=20, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def row(name, loom_gpu, loom_cpu=None, torch_fn=None):
+    g = bench(loom_gpu)
+    c = bench(loom_cpu, repeat=3, warmup=1) if loom_cpu is not None else None
+    t = tbench(torch_fn) if (torch_fn is not None and HAVE_TORCH) else None
+    parts = [f"  {name}: GPU {g:.3f} ms"]
+    if c is not None:
+        parts.append(f"CPU {c:.2f} ms")
+    if t is not None:
+        parts.append(f"torch {t:.3f} ms ({g / t:.2f}x)")
+    print(", ".join(parts), flush=True)
+
+
+def main():
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((64, 65536)).astype(np.float32)
+    x = mx.array(h)
+    mx.eval(x)
+    tx = torch.from_numpy(h).cuda() if HAVE_TORCH else None
+    ev = lambda f: (lambda: mx.eval(f()))
+    row("argsort (64, 65536) f32", ev(lambda: mx.argsort(x, stream=mx.gpu)),
+        ev(lambda: mx.argsort(x, stream=mx.cpu)),
+        (lambda: torch.sort(tx, dim=-1, stable=True)) if HAVE_TORCH else None)
+    big = mx.array(rng.standard_normal(1 << 24).astype(np.float32))
+    tbig = torch.from_numpy(np.array(big)).cuda() if HAVE_TORCH else None
+    row("sort 2^24 f32 (one row)", ev(lambda: mx.sort(big, stream=mx.gpu)),
+        ev(lambda: mx.sort(big, stream=mx.cpu)),
+        (lambda: torch.sort(tbig)) if HAVE_TORCH else None)
+    v = mx.array(rng.standard_normal((64, 151936)).astype(np.float32))
+    tv = torch.from_numpy(np.array(v)).cuda() if HAVE_TORCH else None
+    row("topk k=50 of (64, 151936) f32", ev(lambda: mx.topk(v, 50, stream=mx.gpu)),
+        ev(lambda: mx.topk(v, 50, stream=mx.cpu)),
+        (lambda: torch.topk(tv, 50)) if HAVE_TORCH else None)
+    row("argpartition kth=50 of (64, 151936)", ev(lambda: mx.argpartition(v, 50, stream=mx.gpu)))
+
+    w = mx.array(rng.standard_normal((4096, 4096)).astype(np.float32)).astype(mx.bfloat16)
+    wq, sc, bi = mx.quantize(w, group_size=64, bits=4, stream=mx.cpu)
+    mx.eval(wq, sc, bi)
+    for m in (1, 8, 64):
+        xq = mx.array(rng.standard_normal((m, 4096)).astype(np.float32)).astype(mx.bfloat16)
+        mx.eval(xq)
+        tw = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) if HAVE_TORCH else None
+        txq = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16) if HAVE_TORCH else None
+        row(f"quantized_matmul 4-bit 4096x4096 bf16, M={m} (torch: dense bf16 matmul)",
+            ev(lambda: mx.quantized_matmul(xq, wq, sc, bi, stream=mx.gpu)),
+            ev(lambda: mx.quantized_matmul(xq, wq, sc, bi, stream=mx.cpu)),
+            (lambda: txq @ tw.T) if HAVE_TORCH else None)
+    row("dequantize 4-bit 4096x4096 bf16", ev(lambda: mx.dequantize(wq, sc, bi, stream=mx.gpu)),
+        ev(lambda: mx.dequantize(wq, sc, bi, stream=mx.cpu)))
+
+    z = mx.array((rng.standard_normal((64, 65536)) + 1j * rng.standard_normal((64, 65536)))
+                 .astype(np.complex64))
+    mx.eval(z)
+    tz = torch.from_numpy(np.array(z)).cuda() if HAVE_TORCH else None
+    row("fft (64, 65536) c64", ev(lambda: mx.fft.fft(z, stream=mx.gpu)),
+        ev(lambda: mx.fft.fft(z, stream=mx.cpu)),
+        (lambda: torch.fft.fft(tz)) if HAVE_TORCH else None)
+    row("rfft (64, 65536) f32", ev(lambda: mx.fft.rfft(x, stream=mx.gpu)),
+        ev(lambda: mx.fft.rfft(x, stream=mx.cpu)),
+        (lambda: torch.fft.rfft(tx)) if HAVE_TORCH else None)
+    im = mx.array(rng.standard_normal((16, 1024, 1024)).astype(np.float32))
+    mx.eval(im)
+    tim = torch.from_numpy(np.array(im)).cuda() if HAVE_TORCH else None
+    row("rfft2 (16, 1024, 1024) f32", ev(lambda: mx.fft.rfft2(im, stream=mx.gpu)),
+        ev(lambda: mx.fft.rfft2(im, stream=mx.cpu)),
+        (lambda: torch.fft.rfft2(tim)) if HAVE_TORCH else None)
+    row("fft over axis 0 of (4096, 256) c64", ev(lambda: mx.fft.fft(z.reshape(4096, 1024)[:, :256],
+                                                                   axis=0, stream=mx.gpu)))
+
+
+if __name__ == "__main__":
+    main()
