@@ -1,5 +1,5 @@
-// The generated sources of the sort/select, quantized and FFT kernels
-// (backend/cuda/sort_large.cpp, quantized.cpp, fft.cpp), built with NVRTC for
+// The generated sources of the sort/select, quantized, FFT and im2col kernels
+// (backend/cuda/sort_large.cpp, quantized.cpp, fft.cpp, conv.cpp), built with NVRTC for
 // sm_90: NVRTC needs no GPU, so a kernel that does not compile fails here,
 // not on the device machine. Without the CUDA backend the tests skip.
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@ namespace loom::cuda {
 std::string sort_large_kernel_source(const std::string& name, Dtype d, bool desc_ties);
 std::string quantized_kernel_source(const std::string& name, Dtype d, Dtype out, int bits);
 std::string fft_helper_source();
+std::string im2col_kernel_source(const std::string& name, Dtype d);
 } // namespace loom::cuda
 #endif
 
@@ -48,6 +49,12 @@ TEST(CudaOpsCodegen, QuantizedBuildsForEveryWidthAndFloatType) {
 
 TEST(CudaOpsCodegen, FftHelpersBuild) {
   EXPECT_FALSE(cuda::nvrtc_build(cuda::fft_helper_source(), kArch).empty());
+}
+TEST(CudaOpsCodegen, Im2colBuildsForEveryFloatType) {
+  for (Dtype d : {float32, float64, float16, bfloat16}) {
+    std::string src = cuda::im2col_kernel_source("loom_im2col_test", d);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
 }
 #else
 TEST(CudaOpsCodegen, SkippedWithoutTheCudaBackend) {

@@ -1,8 +1,9 @@
-"""GPU kernels of sort_large.cpp, quantized.cpp and fft.cpp against the CPU:
-sort/argsort of rows of any length (stable order, NaN last), argpartition and
-topk, affine quantized matmul (2-8 bits, both layouts) and dequantize (bit for
-bit), fft/ifft/rfft/irfft and their n-d forms. GPU tests skip where no GPU is
-present."""
+"""GPU kernels of sort_large.cpp, quantized.cpp, fft.cpp and conv.cpp against
+the CPU: sort/argsort of rows of any length (stable order, NaN last),
+argpartition and topk, affine quantized matmul (2-8 bits, both layouts, few and
+many rows) and dequantize (bit for bit), fft/ifft/rfft/irfft and their n-d
+forms, convolutions (1-3-d, strides, padding, dilations, groups, flip,
+transposed, gradients). GPU tests skip where no GPU is present."""
 
 import gc
 import os
@@ -59,11 +60,12 @@ def test_long_sort_nan_and_infinities_last_like_the_cpu(n):
     h[rng.integers(0, n, 20)] = -0.0
     h[rng.integers(0, n, 20)] = 0.0
     x = mx.array(h)
-    g, c = both(lambda s: mx.sort(x, stream=s))
-    np.testing.assert_array_equal(g, c)
+    v, c = both(lambda s: mx.sort(x, stream=s))
+    np.testing.assert_array_equal(v, c)
     g, c = both(lambda s: mx.argsort(x, stream=s))
     np.testing.assert_array_equal(g, c)
-    assert np.isnan(g[-50:]).any() and not np.isnan(g[: n - 50]).any()
+    nans = int(np.isnan(h).sum())
+    assert np.isnan(v[n - nans:]).all() and not np.isnan(v[: n - nans]).any()
 
 
 def test_long_sort_of_a_strided_view():
@@ -140,7 +142,7 @@ def test_dequantize_is_bit_identical_to_cpu(bits, group_size, dtype):
 @pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
 @pytest.mark.parametrize("group_size", [32, 64, 128])
 @pytest.mark.parametrize("transpose", [True, False])
-@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("m", [1, 5, 40])  # 40 rows: dequantize + GEMM
 def test_quantized_matmul_matches_cpu(bits, group_size, transpose, m):
     k_dim, n_dim = 512, 384
     shape = (n_dim, k_dim) if transpose else (k_dim, n_dim)
@@ -222,6 +224,56 @@ def test_fft_norms_and_numpy():
     close(np.array(mx.fft.fft2(z, stream=mx.gpu)), np.fft.fft2(h), 1e-5)
 
 
+# --- conv -------------------------------------------------------------------
+
+CTOL = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2}
+
+
+def rand(shape, seed, dtype="float32"):
+    a = mx.array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+    return a.astype(getattr(mx, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", [
+    dict(nd=1, x=(2, 50, 6), w=(8, 5, 6), stride=2, padding=3, dilation=2, groups=1),
+    dict(nd=2, x=(2, 17, 19, 8), w=(12, 3, 3, 8), stride=1, padding=1, dilation=1, groups=1),
+    dict(nd=2, x=(3, 16, 16, 8), w=(8, 3, 3, 2), stride=2, padding=0, dilation=1, groups=4),
+    dict(nd=2, x=(2, 9, 9, 16), w=(32, 1, 1, 16), stride=1, padding=0, dilation=1, groups=1),
+    dict(nd=3, x=(1, 6, 7, 8, 4), w=(5, 2, 3, 2, 4), stride=1, padding=1, dilation=1, groups=1),
+])
+def test_conv_forward_matches_cpu(dtype, case):
+    x, w = rand(case["x"], 1, dtype), rand(case["w"], 2, dtype)
+    f = {1: mx.conv1d, 2: mx.conv2d, 3: mx.conv3d}[case["nd"]]
+    g, c = both(lambda s: f(x, w, stride=case["stride"], padding=case["padding"],
+                            dilation=case["dilation"], groups=case["groups"], stream=s))
+    close(g, c, CTOL[dtype])
+
+
+def test_conv_general_flip_input_dilation_and_transpose_match_cpu():
+    x, w = rand((2, 11, 13, 6), 3), rand((4, 3, 2, 6), 4)
+    close(*both(lambda s: mx.conv_general(x, w, stride=(2, 1), padding=([1, 0], [2, 1]),
+                                          kernel_dilation=(1, 2), input_dilation=(2, 3), flip=True,
+                                          stream=s)), 1e-4)
+    wt = rand((6, 3, 3, 4), 5)
+    xt = rand((2, 7, 8, 4), 6)
+    close(*both(lambda s: mx.conv_transpose2d(xt, wt, stride=2, padding=1, stream=s)), 1e-4)
+
+
+def test_conv_gradients_match_cpu():
+    x, w = rand((2, 12, 12, 8), 7), rand((16, 3, 3, 8), 8)
+
+    def grads(s):
+        def loss(x, w):
+            return (mx.conv2d(x, w, stride=2, padding=1, stream=s) ** 2).sum(stream=s)
+        return mx.grad(loss, argnums=(0, 1))(x, w)
+
+    gx, gw = grads(mx.gpu)
+    cx, cw = grads(mx.cpu)
+    close(to_np(gx), to_np(cx), 1e-4)
+    close(to_np(gw), to_np(cw), 1e-4)
+
+
 # --- no CPU fallback, no leak ------------------------------------------------
 
 
@@ -236,7 +288,8 @@ def test_these_ops_run_on_gpu_kernels():
         "with mx.stream(mx.gpu):\n"
         "    outs = [mx.sort(x), mx.argsort(x), mx.argpartition(x, 5), mx.topk(x, 10),\n"
         "            mx.quantized_matmul(x[:, :512], wq, sc, bi),\n"
-        "            mx.dequantize(wq, sc, bi), mx.fft.fft(x), mx.fft.irfft(mx.fft.rfft(x))]\n"
+        "            mx.dequantize(wq, sc, bi), mx.fft.fft(x), mx.fft.irfft(mx.fft.rfft(x)),\n"
+        "            mx.conv2d(x.reshape(4, 30, 300, 1), mx.ones((2, 3, 3, 1)))]\n"
         "mx.eval(outs)\n"
         "print('ok')\n"
     )
@@ -247,7 +300,7 @@ def test_these_ops_run_on_gpu_kernels():
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
     for name in ("Sort", "ArgSort", "ArgPartition", "ArgTopK", "QuantizedMatmul", "Dequantize",
-                 "FFT"):
+                 "FFT", "Convolution"):
         assert f"warning: {name} " not in r.stderr, r.stderr
 
 
@@ -258,7 +311,8 @@ def test_device_memory_returns_to_baseline_after_sorts_ffts_and_quantized():
     def cycle():
         with mx.stream(mx.gpu):
             outs = [mx.argsort(x), mx.topk(x, 9), mx.fft.rfft(x), mx.fft.fft2(x),
-                    mx.quantized_matmul(x[:, :512], wq, sc, bi), mx.dequantize(wq, sc, bi)]
+                    mx.quantized_matmul(x[:, :512], wq, sc, bi), mx.dequantize(wq, sc, bi),
+                    mx.conv1d(x.reshape(3, 9000, 1), mx.ones((4, 5, 1)))]
         mx.eval(outs)
 
     for _ in range(3):

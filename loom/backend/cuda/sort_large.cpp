@@ -3,11 +3,13 @@
 // 4096 elements for Sort/ArgSort; it hands longer rows, ArgPartition and
 // ArgTopK to sort_large_kernel here.
 //
-// Three kernels per dtype: tiles of 2048 elements of each row are sorted in
-// shared memory (bitonic, over (value, index) pairs); merge passes then double
-// the sorted runs until one covers the row, each element finding its place in
-// the merged run by a binary search for its rank in the partner run; a last
-// kernel writes the wanted part (values, indices, or topk's last k indices)
+// Tiles of 2048 elements of each row are sorted in shared memory (bitonic,
+// over (value, index) pairs); merge passes then double the sorted runs until
+// one covers the row: merge-path blocks, each finding its slice of the two
+// runs by a binary search along the diagonal and ranking the staged elements
+// in shared memory (runs not a multiple of the tile, topk's candidates, rank
+// each element by a binary search in global memory); a last kernel writes the
+// wanted part (values, indices, or topk's last k indices)
 // through the output's layout. The order is a strict total order, (value with
 // NaN last, then original index), so ranks are unique, the result is the
 // stable sort (what the CPU's argsort gives), and ArgPartition's full sort is
@@ -115,6 +117,78 @@ extern "C" __global__ void NAME_merge(const ST* __restrict__ ka, const unsigned*
     ib[row + dst] = vi;
   }
 }
+// One merge pass, merge-path form: block x of a row writes outputs
+// [x * TILE, (x + 1) * TILE) of its pair of runs (2w is a multiple of TILE).
+// Two threads find where that output range starts and ends in each run (a
+// binary search along the diagonal), the block stages those elements in
+// shared memory and each element finds its rank among the other run's there.
+extern "C" __global__ void NAME_mergep(const ST* __restrict__ ka, const unsigned* __restrict__ ia,
+                                       ST* __restrict__ kb, unsigned* __restrict__ ib, long long n,
+                                       long long rows, long long w) {
+  __shared__ CT sk[LOOM_TILE];
+  __shared__ unsigned si[LOOM_TILE];
+  __shared__ long long split[2];
+  const long long r = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  const long long dg = (long long)blockIdx.x * LOOM_TILE;
+  if (r >= rows || dg >= n) return;
+  const long long start = (dg / (2 * w)) * 2 * w;
+  const long long aend = start + w < n ? start + w : n;
+  const long long bend = start + 2 * w < n ? start + 2 * w : n;
+  const long long la = aend - start, lb = bend - aend;
+  const long long d0 = dg - start;
+  const long long d1 = d0 + LOOM_TILE < la + lb ? d0 + LOOM_TILE : la + lb;
+  const ST* K = ka + r * n;
+  const unsigned* I = ia + r * n;
+  if (threadIdx.x < 2) {
+    const long long d = threadIdx.x == 0 ? d0 : d1;
+    long long lo = d - lb > 0 ? d - lb : 0, hi = d < la ? d : la;
+    while (lo < hi) { // A[mid] is among the first d outputs when it goes before B[d - 1 - mid]
+      const long long mid = (lo + hi) >> 1, b = aend + d - 1 - mid;
+      if (loom_before((CT)loom_ld(K[start + mid]), I[start + mid], (CT)loom_ld(K[b]), I[b])) lo = mid + 1;
+      else hi = mid;
+    }
+    split[threadIdx.x] = lo;
+  }
+  __syncthreads();
+  const long long i0 = split[0], j0 = d0 - split[0];
+  const int na = (int)(split[1] - split[0]), nt = (int)(d1 - d0);
+  for (int t = threadIdx.x; t < nt; t += blockDim.x) {
+    const long long src = t < na ? start + i0 + t : aend + j0 + (t - na);
+    sk[t] = (CT)loom_ld(K[src]);
+    si[t] = I[src];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < nt; t += blockDim.x) {
+    const CT v = sk[t];
+    const unsigned vi = si[t];
+    int lo = t < na ? na : 0, hi = t < na ? nt : na;
+    const int ps = lo, own = t < na ? t : t - na;
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (loom_before(sk[mid], si[mid], v, vi)) lo = mid + 1;
+      else hi = mid;
+    }
+    const long long dst = r * n + start + d0 + own + (lo - ps);
+    loom_st(kb + dst, v);
+    ib[dst] = vi;
+  }
+}
+// topk's candidates: the last k of each tile-sorted row's tiles, each a
+// sorted run of k (the last tile's run may be shorter), rows of `len`.
+extern "C" __global__ void NAME_cand(const ST* __restrict__ ka, const unsigned* __restrict__ ia,
+                                     ST* __restrict__ kb, unsigned* __restrict__ ib, long long n,
+                                     long long len, long long k, long long total) {
+  for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < total;
+       g += (long long)gridDim.x * blockDim.x) {
+    const long long r = g / len, c = g % len, t = c / k, j = c % k;
+    const long long t0 = t * LOOM_TILE;
+    const long long count = n - t0 < (long long)LOOM_TILE ? n - t0 : (long long)LOOM_TILE;
+    const long long run = count < k ? count : k;
+    const long long src = r * n + t0 + count - run + j;
+    kb[r * len + c] = ka[src];
+    ib[r * len + c] = ia[src];
+  }
+}
 // The last m of each sorted row (m = n, or k for topk) written through the
 // output's layout: values (want_values) or indices.
 extern "C" __global__ void NAME_out(const ST* __restrict__ keys, const unsigned* __restrict__ idx,
@@ -195,6 +269,7 @@ bool sort_large_kernel(Primitive& prim, const std::vector<array>& inputs,
   cudaKernel_t tile = jit_kernel(name + "_tile", source);
   cudaKernel_t merge = jit_kernel(name + "_merge", source);
   cudaKernel_t write = jit_kernel(name + "_out", source);
+  cudaKernel_t merge_path = jit_kernel(name + "_mergep", source);
 
   const long long tiles = (n + kTile - 1) / kTile;
   const long long ylim = 65535;
@@ -210,14 +285,40 @@ bool sort_large_kernel(Primitive& prim, const std::vector<array>& inputs,
           "cudaLaunchKernel (sort tiles)");
   }
   int cur = 0;
-  long long total = static_cast<long long>(count);
-  for (long long w = kTile; w < n; w *= 2) {
+  long long len = n;   // the row length the merges work on
+  long long w = kTile; // the sorted runs' width
+  if (topk && tiles > 1 && m <= kTile / 2) {
+    // topk: the k largest of a row are among the k largest of its tiles, so
+    // only those (a sorted run of k per tile) are merged.
+    len = (tiles - 1) * m + std::min<long long>(m, n - (tiles - 1) * kTile);
+    w = m;
+    long long cand_total = rows * len;
+    void* k0 = keys[0].ptr;
+    void* i0 = idx[0].ptr;
+    void* k1 = keys[1].ptr;
+    void* i1 = idx[1].ptr;
+    long long mm = m;
+    void* args[] = {&k0, &i0, &k1, &i1, const_cast<long long*>(&n), &len, &mm, &cand_total};
+    launch_grid(jit_kernel(name + "_cand", source), cand_total, args, s,
+                "cudaLaunchKernel (topk candidates)");
+    cur = 1;
+  }
+  long long total = rows * len;
+  for (; w < len; w *= 2) {
     void* ka = keys[cur].ptr;
     void* ia = idx[cur].ptr;
     void* kb = keys[1 - cur].ptr;
     void* ib = idx[1 - cur].ptr;
-    void* args[] = {&ka, &ia, &kb, &ib, const_cast<long long*>(&n), &total, &w};
-    launch_grid(merge, total, args, s, "cudaLaunchKernel (sort merge)");
+    if ((2 * w) % kTile == 0) {
+      void* args[] = {&ka, &ia, &kb, &ib, &len, const_cast<long long*>(&rows), &w};
+      const unsigned gx = static_cast<unsigned>((len + kTile - 1) / kTile);
+      check(cudaLaunchKernel(reinterpret_cast<const void*>(merge_path), dim3(gx, gy, gz), dim3(256),
+                             args, 0, s),
+            "cudaLaunchKernel (sort merge)");
+    } else {
+      void* args[] = {&ka, &ia, &kb, &ib, &len, &total, &w};
+      launch_grid(merge, total, args, s, "cudaLaunchKernel (sort merge)");
+    }
     cur = 1 - cur;
   }
   {
@@ -226,8 +327,7 @@ bool sort_large_kernel(Primitive& prim, const std::vector<array>& inputs,
     long long out_total = rows * m;
     int want_values = values ? 1 : 0;
     long long mm = m;
-    void* args[] = {&kc, &ic,    &y,         const_cast<long long*>(&n),
-                    &mm, &inner, &out_total, &want_values};
+    void* args[] = {&kc, &ic, &y, &len, &mm, &inner, &out_total, &want_values};
     launch_grid(write, out_total, args, s, "cudaLaunchKernel (sort output)");
   }
   // Stream-ordered frees: after the kernels above.
