@@ -16,6 +16,7 @@ std::string sort_large_kernel_source(const std::string& name, Dtype d, bool desc
 std::string quantized_kernel_source(const std::string& name, Dtype d, Dtype out, int bits);
 std::string fft_helper_source();
 std::string im2col_kernel_source(const std::string& name, Dtype d);
+std::string cross_entropy_kernel_source(const std::string& name, Dtype d);
 } // namespace loom::cuda
 #endif
 
@@ -50,9 +51,11 @@ TEST(CudaOpsCodegen, QuantizedBuildsForEveryWidthAndFloatType) {
 TEST(CudaOpsCodegen, FftHelpersBuild) {
   EXPECT_FALSE(cuda::nvrtc_build(cuda::fft_helper_source(), kArch).empty());
 }
-TEST(CudaOpsCodegen, Im2colBuildsForEveryFloatType) {
+TEST(CudaOpsCodegen, Im2colAndCrossEntropyBuildForEveryFloatType) {
   for (Dtype d : {float32, float64, float16, bfloat16}) {
     std::string src = cuda::im2col_kernel_source("loom_im2col_test", d);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    src = cuda::cross_entropy_kernel_source("loom_cross_entropy_test", d);
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
 }

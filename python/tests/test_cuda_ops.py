@@ -1,9 +1,10 @@
-"""GPU kernels of sort_large.cpp, quantized.cpp, fft.cpp and conv.cpp against
-the CPU: sort/argsort of rows of any length (stable order, NaN last),
-argpartition and topk, affine quantized matmul (2-8 bits, both layouts, few and
-many rows) and dequantize (bit for bit), fft/ifft/rfft/irfft and their n-d
-forms, convolutions (1-3-d, strides, padding, dilations, groups, flip,
-transposed, gradients). GPU tests skip where no GPU is present."""
+"""GPU kernels of sort_large.cpp, quantized.cpp, fft.cpp, conv.cpp and
+cross_entropy.cpp against the CPU: sort/argsort of rows of any length (stable
+order, NaN last), argpartition and topk, affine quantized matmul (2-8 bits,
+both layouts, few and many rows) and dequantize (bit for bit),
+fft/ifft/rfft/irfft and their n-d forms, convolutions (1-3-d, strides,
+padding, dilations, groups, flip, transposed, gradients), and
+mx.fast.cross_entropy. GPU tests skip where no GPU is present."""
 
 import gc
 import os
@@ -274,6 +275,35 @@ def test_conv_gradients_match_cpu():
     close(to_np(gw), to_np(cw), 1e-4)
 
 
+# --- mx.fast.cross_entropy ----------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("float16", 1e-3), ("bfloat16", 1e-2),
+                                       ("float64", 1e-12)])
+@pytest.mark.parametrize("shape", [(7, 10), (3, 5, 1000), (2, 50000), (4, 1)])
+def test_cross_entropy_matches_cpu(dtype, tol, shape):
+    rng = np.random.default_rng(shape[-1])
+    logits = rand(shape, shape[-1], dtype) * 4
+    targets = mx.array(rng.integers(-shape[-1], shape[-1], size=shape[:-1]).astype(np.int32))
+    g, c = both(lambda s: mx.fast.cross_entropy(logits, targets, stream=s))
+    np.testing.assert_allclose(g, c, rtol=tol, atol=tol)
+
+
+def test_cross_entropy_edges_and_gradient_match_cpu():
+    inf, nan = float("inf"), float("nan")
+    logits = mx.array([[1.0, 2.0, 3.0], [-inf, 0.0, 1.0], [nan, 1.0, 2.0], [1.0, 1.0, 1.0]])
+    targets = mx.array([2, 0, 1, 7])  # the last one is outside its row: NaN
+    g, c = both(lambda s: mx.fast.cross_entropy(logits, targets, stream=s))
+    np.testing.assert_allclose(g, c, rtol=1e-6, equal_nan=True)
+    x = rand((6, 300), 3)
+    t = mx.array(np.arange(6, dtype=np.int32) * 40)
+
+    def grad(s):
+        return mx.grad(lambda x: mx.fast.cross_entropy(x, t, stream=s).sum(stream=s))(x)
+
+    close(*both(grad), 1e-6)
+
+
 # --- no CPU fallback, no leak ------------------------------------------------
 
 
@@ -289,7 +319,8 @@ def test_these_ops_run_on_gpu_kernels():
         "    outs = [mx.sort(x), mx.argsort(x), mx.argpartition(x, 5), mx.topk(x, 10),\n"
         "            mx.quantized_matmul(x[:, :512], wq, sc, bi),\n"
         "            mx.dequantize(wq, sc, bi), mx.fft.fft(x), mx.fft.irfft(mx.fft.rfft(x)),\n"
-        "            mx.conv2d(x.reshape(4, 30, 300, 1), mx.ones((2, 3, 3, 1)))]\n"
+        "            mx.conv2d(x.reshape(4, 30, 300, 1), mx.ones((2, 3, 3, 1))),\n"
+        "            mx.fast.cross_entropy(x, mx.array([1, 2, 3, 4]))]\n"
         "mx.eval(outs)\n"
         "print('ok')\n"
     )
@@ -300,7 +331,7 @@ def test_these_ops_run_on_gpu_kernels():
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
     for name in ("Sort", "ArgSort", "ArgPartition", "ArgTopK", "QuantizedMatmul", "Dequantize",
-                 "FFT", "Convolution"):
+                 "FFT", "Convolution", "CrossEntropy"):
         assert f"warning: {name} " not in r.stderr, r.stderr
 
 
