@@ -91,6 +91,17 @@ def main():
             ev(lambda: mx.quantized_matmul(xq, wq, sc, bi, stream=mx.gpu)),
             ev(lambda: mx.quantized_matmul(xq, wq, sc, bi, stream=mx.cpu)),
             (lambda: txq @ tw.T) if HAVE_TORCH else None)
+    xe = mx.array(rng.standard_normal((8, 1, 2048)).astype(np.float32)).astype(mx.bfloat16)
+    we = mx.array(rng.standard_normal((64, 1408, 2048)).astype(np.float32)).astype(mx.bfloat16)
+    weq, wes, web = mx.quantize(we, group_size=64, bits=4, stream=mx.cpu)
+    lhs = mx.arange(8, dtype=mx.uint32).reshape(8, 1)
+    rhs = mx.array(rng.integers(0, 64, (8, 8)).astype(np.uint32))
+    mx.eval(xe, weq, wes, web, lhs, rhs)
+    row("gather_qmm 4-bit, 8 tokens x 8 of 64 experts 1408x2048 bf16",
+        ev(lambda: mx.gather_qmm(xe, weq, wes, web, lhs_indices=lhs, rhs_indices=rhs,
+                                 stream=mx.gpu)),
+        ev(lambda: mx.gather_qmm(xe, weq, wes, web, lhs_indices=lhs, rhs_indices=rhs,
+                                 stream=mx.cpu)))
     row("dequantize 4-bit 4096x4096 bf16", ev(lambda: mx.dequantize(wq, sc, bi, stream=mx.gpu)),
         ev(lambda: mx.dequantize(wq, sc, bi, stream=mx.cpu)))
 
@@ -114,5 +125,46 @@ def main():
                                                                    axis=0, stream=mx.gpu)))
 
 
+def conv_and_losses():
+    rng = np.random.default_rng(1)
+    x = mx.array(rng.standard_normal((32, 56, 56, 64)).astype(np.float32))
+    w = mx.array(rng.standard_normal((64, 3, 3, 64)).astype(np.float32) * 0.05)
+    mx.eval(x, w)
+    ev = lambda f: (lambda: mx.eval(f()))
+    tx = tw = None
+    if HAVE_TORCH:
+        tx = torch.from_numpy(np.array(x)).cuda().permute(0, 3, 1, 2).contiguous(
+            memory_format=torch.channels_last)
+        tw = torch.from_numpy(np.array(w)).cuda().permute(0, 3, 1, 2).contiguous(
+            memory_format=torch.channels_last)
+        torch.backends.cudnn.allow_tf32 = False
+    row("conv2d B32 56x56x64 3x3 f32 fwd (strict FP32; torch cuDNN no TF32)",
+        ev(lambda: mx.conv2d(x, w, padding=1, stream=mx.gpu)), None,
+        (lambda: torch.nn.functional.conv2d(tx, tw, padding=1)) if HAVE_TORCH else None)
+    xb, wb = x.astype(mx.bfloat16), w.astype(mx.bfloat16)
+    mx.eval(xb, wb)
+    row("conv2d B32 56x56x64 3x3 bf16 fwd",
+        ev(lambda: mx.conv2d(xb, wb, padding=1, stream=mx.gpu)), None,
+        (lambda: torch.nn.functional.conv2d(tx.bfloat16(), tw.bfloat16(), padding=1))
+        if HAVE_TORCH else None)
+
+    def fwd_bwd():
+        return mx.grad(lambda x, w: (mx.conv2d(x, w, padding=1, stream=mx.gpu) ** 2).sum(),
+                       argnums=(0, 1))(x, w)
+
+    row("conv2d same, fwd+bwd f32", ev(fwd_bwd))
+    logits = mx.array(rng.standard_normal((4096, 32000)).astype(np.float32))
+    t = mx.array(rng.integers(0, 32000, 4096).astype(np.int32))
+    mx.eval(logits, t)
+    tl = torch.from_numpy(np.array(logits)).cuda() if HAVE_TORCH else None
+    tt = torch.from_numpy(np.array(t)).long().cuda() if HAVE_TORCH else None
+    row("fast.cross_entropy (4096, 32000) f32",
+        ev(lambda: mx.fast.cross_entropy(logits, t, stream=mx.gpu)),
+        ev(lambda: mx.fast.cross_entropy(logits, t, stream=mx.cpu)),
+        (lambda: torch.nn.functional.cross_entropy(tl, tt, reduction="none"))
+        if HAVE_TORCH else None)
+
+
 if __name__ == "__main__":
     main()
+    conv_and_losses()

@@ -166,6 +166,33 @@ def test_quantized_matmul_half_types_and_batches(dtype):
     np.testing.assert_allclose(g / scale, c / scale, rtol=0, atol=QTOL[dtype])
 
 
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gather_qmm_matches_cpu(bits, dtype):
+    wq, sc, bi = quantized((6, 256, 512), 64, bits, dtype, bits)
+    x = rand((4, 1, 512), 3, dtype)
+    lhs = mx.arange(4, dtype=mx.uint32).reshape(4, 1)
+    rhs = mx.array(np.array([[0, 5], [2, 2], [1, 3], [5, 4]], dtype=np.uint32))
+    g, c = both(lambda s: mx.gather_qmm(x, wq, sc, bi, lhs_indices=lhs, rhs_indices=rhs,
+                                        group_size=64, bits=bits, stream=s))
+    assert g.shape == (4, 2, 1, 256)
+    scale = np.abs(c).max() + 1.0
+    np.testing.assert_allclose(g / scale, c / scale, rtol=0, atol=QTOL[dtype])
+
+
+def test_gather_qmm_out_of_range_raises_like_the_cpu():
+    wq, sc, bi = quantized((3, 64, 128), 64, 4, "float32", 0)
+    x = rand((2, 1, 128), 1)
+    lhs = mx.array(np.array([0, 1], dtype=np.uint32))
+    for rhs in (mx.array(np.array([0, 3], dtype=np.uint32)),  # host indices: checked first
+                mx.add(mx.array(np.array([0, 2], dtype=np.uint32)), mx.array(1, mx.uint32),
+                       stream=mx.gpu)):  # device indices: the kernel's flag
+        for s in (mx.gpu, mx.cpu):
+            with pytest.raises(Exception, match="Index out of range: lhs index 1 for 2 matrices"):
+                mx.eval(mx.gather_qmm(x, wq, sc, bi, lhs_indices=lhs, rhs_indices=rhs,
+                                      group_size=64, bits=4, stream=s))
+
+
 def test_quantized_matmul_of_a_strided_x():
     wq, sc, bi = quantized((256, 128), 64, 8, "float32", 5)
     xt = mx.array(np.random.default_rng(9).standard_normal((128, 6)).astype(np.float32)).T
@@ -320,7 +347,9 @@ def test_these_ops_run_on_gpu_kernels():
         "            mx.quantized_matmul(x[:, :512], wq, sc, bi),\n"
         "            mx.dequantize(wq, sc, bi), mx.fft.fft(x), mx.fft.irfft(mx.fft.rfft(x)),\n"
         "            mx.conv2d(x.reshape(4, 30, 300, 1), mx.ones((2, 3, 3, 1))),\n"
-        "            mx.fast.cross_entropy(x, mx.array([1, 2, 3, 4]))]\n"
+        "            mx.fast.cross_entropy(x, mx.array([1, 2, 3, 4])),\n"
+        "            mx.gather_qmm(x[:, None, :512], wq[None], sc[None], bi[None],\n"
+        "                          rhs_indices=mx.zeros((4,), mx.uint32))]\n"
         "mx.eval(outs)\n"
         "print('ok')\n"
     )
@@ -331,7 +360,7 @@ def test_these_ops_run_on_gpu_kernels():
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
     for name in ("Sort", "ArgSort", "ArgPartition", "ArgTopK", "QuantizedMatmul", "Dequantize",
-                 "FFT", "Convolution", "CrossEntropy"):
+                 "FFT", "Convolution", "CrossEntropy", "GatherQMM"):
         assert f"warning: {name} " not in r.stderr, r.stderr
 
 

@@ -10,11 +10,13 @@
 // Rows of x share a block's codes through L1/L2 (few rows is the case this
 // is for). w as is (transpose=false) takes one thread per output element.
 // Dequantize rounds as the CPU does: the product to the scales' dtype, then
-// the sum. Other modes (mxfp4/mxfp8/nvfp4), batched w and GatherQMM stay on
-// the CPU.
+// the sum. GatherQMM (mixture-of-experts layers) against w^T runs the
+// matrix-vector kernel per gathered pair. Other modes (mxfp4/mxfp8/nvfp4),
+// QuantizedMatmul with batched w and GatherQMM with w as is stay on the CPU.
 #include "loom/primitives/quantized.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include "loom/backend/cuda/codegen.h"
@@ -112,6 +114,47 @@ extern "C" __global__ void NAME_qmm(const T* __restrict__ x, const unsigned* __r
       acc += (float)loom_ld(xr[k]) * wv;
     }
     loom_st(out + e, acc);
+  }
+}
+// GatherQMM against w^T (mixture-of-experts layers): output p is
+// x[lhs[p]] . dequantize(w[rhs[p]])^T, blockIdx.z = p, as NAME_qmv per matrix.
+// Out-of-range pairs write nothing and raise the flag (read after the launch).
+extern "C" __global__ void NAME_gqmv(const T* __restrict__ x, const unsigned* __restrict__ w,
+                                     const T* __restrict__ sc, const T* __restrict__ bi,
+                                     T* __restrict__ out, const unsigned* __restrict__ lhs,
+                                     const unsigned* __restrict__ rhs, long long M, long long N,
+                                     long long K, int gs, long long bx, long long bw,
+                                     int* __restrict__ bad) {
+  const long long p = blockIdx.z;
+  const unsigned l = lhs[p], r = rhs[p];
+  if (l >= bx || r >= bw) {
+    if (threadIdx.x == 0) *(volatile int*)bad = 1;
+    return;
+  }
+  const int lane = threadIdx.x & 31;
+  const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const long long groups = K / gs;
+  const unsigned* wr = w + (r * N + n) * (K * BITS / 32);
+  const T* scr = sc + (r * N + n) * groups;
+  const T* bir = bi + (r * N + n) * groups;
+  for (long long m = blockIdx.y; m < M; m += gridDim.y) {
+    const T* xr = x + (l * M + m) * K;
+    float acc = 0.0f;
+    for (long long c = lane; c * 8 < K; c += 32) {
+      const long long k = c * 8;
+      unsigned q[8];
+      loom_codes8(wr, c, q);
+      float qx = 0.0f, sx = 0.0f;
+      for (int j = 0; j < 8; ++j) {
+        const float xv = (float)loom_ld(xr[k + j]);
+        qx += (float)q[j] * xv;
+        sx += xv;
+      }
+      acc += (float)loom_ld(scr[k / gs]) * qx + (float)loom_ld(bir[k / gs]) * sx;
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if (lane == 0) loom_st(out + (p * M + m) * N + n, acc);
   }
 }
 // out (rows, cols) from codes (rows, cols * BITS / 32), scales and biases
@@ -271,10 +314,102 @@ bool quantized_matmul_kernel(Primitive& p, const std::vector<array>& inputs,
   return true;
 }
 
+bool host_valid(const array& a) {
+  return (a.data_shared_ptr()->valid() & allocator::Data::kHost) != 0;
+}
+
+// The CPU kernel's error for the first out-of-range pair (reads the host copies).
+void raise_bad_pair(const array& lhs, const array& rhs, long long bx, long long bw) {
+  const uint32_t* li = lhs.data<uint32_t>();
+  const uint32_t* ri = rhs.data<uint32_t>();
+  for (size_t p = 0; p < lhs.size(); ++p) {
+    if (li[p] >= bx || ri[p] >= bw) {
+      throw std::out_of_range("[gather_qmm] Index out of range: lhs index " +
+                              std::to_string(li[p]) + " for " + std::to_string(bx) +
+                              " matrices of x, rhs index " + std::to_string(ri[p]) + " for " +
+                              std::to_string(bw) + " matrices of w.");
+    }
+  }
+}
+
+// A pinned flag per worker thread for the out-of-range report.
+int* bad_flag() {
+  thread_local int* flag = [] {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc (gather_qmm flag)");
+    return static_cast<int*>(p);
+  }();
+  return flag;
+}
+
+bool gather_qmm_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
+                       cudaStream_t s) {
+  const Params q = affine_params(p);
+  if (!q.ok || inputs.size() != 6 || !state_get<bool>(p.state(), p.name(), "transpose")) {
+    return false;
+  }
+  const array &x = inputs[0], &w = inputs[1], &sc = inputs[2], &bi = inputs[3];
+  const array &lhs = inputs[4], &rhs = inputs[5];
+  array& out = outputs[0];
+  const Dtype d = out.dtype();
+  if (!float_type(d) || x.dtype() != d || sc.dtype() != d || bi.dtype() != d ||
+      w.dtype() != uint32 || lhs.dtype() != uint32 || rhs.dtype() != uint32 || x.ndim() != 3 ||
+      w.ndim() != 3 || sc.ndim() != 3 || bi.ndim() != 3 || lhs.ndim() != 1 ||
+      rhs.size() != lhs.size()) {
+    return false;
+  }
+  long long M = x.shape(1), K = x.shape(2), N = w.shape(1);
+  long long bx = x.shape(0), bw = w.shape(0);
+  const long long P = lhs.size();
+  if (K % 8 != 0 || K % q.group_size != 0 || w.shape(2) * 32LL != K * q.bits || P > 65535 ||
+      out.shape(2) != N) {
+    return false;
+  }
+  const bool on_host = host_valid(lhs) && host_valid(rhs);
+  if (on_host) raise_bad_pair(lhs, rhs, bx, bw);
+  void* y = alloc_output(out);
+  if (out.size() == 0) return true;
+  if (K == 0) {
+    check(cudaMemsetAsync(y, 0, out.nbytes(), s), "cudaMemsetAsync (gather_qmm)");
+    return true;
+  }
+  allocator::Buffer t[6] = {};
+  const void* xp = dense_data(x, t[0], s);
+  const void* wp = dense_data(w, t[1], s);
+  const void* sp = dense_data(sc, t[2], s);
+  const void* bp = dense_data(bi, t[3], s);
+  const void* lp = dense_data(lhs, t[4], s);
+  const void* rp = dense_data(rhs, t[5], s);
+  int* bad = bad_flag();
+  *bad = 0;
+  const std::string name = "loom_quant_" + std::to_string(static_cast<int>(d.val)) + "_" +
+                           std::to_string(static_cast<int>(d.val)) + "_" + std::to_string(q.bits);
+  cudaKernel_t k = jit_kernel(name + "_gqmv", [&] { return quantized_source(name, d, d, q.bits); });
+  int gs = q.group_size;
+  void* args[] = {&xp, &wp, &sp, &bp, &y, &lp, &rp, &M, &N, &K, &gs, &bx, &bw, &bad};
+  constexpr unsigned warps = 8;
+  check(cudaLaunchKernel(
+            reinterpret_cast<const void*>(k),
+            dim3(static_cast<unsigned>((N + warps - 1) / warps),
+                 static_cast<unsigned>(std::min<long long>(M, 65535)), static_cast<unsigned>(P)),
+            dim3(warps * 32), args, 0, s),
+        "cudaLaunchKernel (gather_qmm)");
+  for (auto& b : t)
+    if (b.ptr != nullptr) device_pool(current_device()).free(b);
+  if (!on_host) {
+    // Indices computed on the device (a router's topk): checked by the kernel.
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize (gather_qmm index check)");
+    if (*bad != 0) raise_bad_pair(lhs, rhs, bx, bw);
+  }
+  return true;
+}
+
 struct Registration {
   Registration() {
     register_kernel(typeid(Dequantize), &dequantize_kernel);
     register_kernel(typeid(QuantizedMatmul), &quantized_matmul_kernel);
+    register_kernel(typeid(GatherQMM), &gather_qmm_kernel);
   }
 } registration;
 
