@@ -17,6 +17,8 @@ std::string quantized_kernel_source(const std::string& name, Dtype d, Dtype out,
 std::string fft_helper_source();
 std::string im2col_kernel_source(const std::string& name, Dtype d);
 std::string cross_entropy_kernel_source(const std::string& name, Dtype d);
+std::string delta_rule_kernel_source(const std::string& name, Dtype d, int per_lane, bool per_key,
+                                     bool mask);
 } // namespace loom::cuda
 #endif
 
@@ -57,6 +59,19 @@ TEST(CudaOpsCodegen, Im2colAndCrossEntropyBuildForEveryFloatType) {
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
     src = cuda::cross_entropy_kernel_source("loom_cross_entropy_test", d);
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
+TEST(CudaOpsCodegen, DeltaRuleBuildsForEveryLayout) {
+  for (Dtype d : {float32, float16, bfloat16}) {
+    for (int lanes : {1, 4, 8}) {
+      for (bool per_key : {false, true}) {
+        for (bool mask : {false, true}) {
+          std::string src =
+              cuda::delta_rule_kernel_source("loom_delta_rule_test", d, lanes, per_key, mask);
+          EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+        }
+      }
+    }
   }
 }
 #else

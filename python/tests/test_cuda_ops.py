@@ -3,8 +3,9 @@ cross_entropy.cpp against the CPU: sort/argsort of rows of any length (stable
 order, NaN last), argpartition and topk, affine quantized matmul (2-8 bits,
 both layouts, few and many rows) and dequantize (bit for bit),
 fft/ifft/rfft/irfft and their n-d forms, convolutions (1-3-d, strides,
-padding, dilations, groups, flip, transposed, gradients), and
-mx.fast.cross_entropy. GPU tests skip where no GPU is present."""
+padding, dilations, groups, flip, transposed, gradients), gather_qmm,
+mx.fast.cross_entropy and mx.fast.gated_delta_update. GPU tests skip where no
+GPU is present."""
 
 import gc
 import os
@@ -331,6 +332,32 @@ def test_cross_entropy_edges_and_gradient_match_cpu():
     close(*both(grad), 1e-6)
 
 
+# --- mx.fast.gated_delta_update ------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-4), ("bfloat16", 3e-2)])
+@pytest.mark.parametrize("with_state,with_mask,per_key,dk", [
+    (False, False, False, 8), (True, True, False, 64), (True, False, True, 128),
+    (False, True, True, 200), (True, True, True, 33)])
+def test_gated_delta_update_matches_cpu(dtype, tol, with_state, with_mask, per_key, dk):
+    rng = np.random.default_rng(dk)
+    Bz, T, Hk, Hv, Dv = 2, 7, 2, 4, 24
+    q, k = rand((Bz, T, Hk, dk), 1, dtype), rand((Bz, T, Hk, dk), 2, dtype) * (0.5 / dk**0.5)
+    v = rand((Bz, T, Hv, Dv), 3, dtype)
+    g = mx.array(rng.uniform(0.5, 1.0, (Bz, T, Hv) + ((dk,) if per_key else ())).astype(np.float32))
+    b = mx.array(rng.uniform(0, 1, (Bz, T, Hv)).astype(np.float32))
+    g, b = g.astype(getattr(mx, dtype)), b.astype(getattr(mx, dtype))
+    s0 = rand((Bz, Hv, Dv, dk), 4) if with_state else None
+    m = mx.array(rng.random((Bz, T)) > 0.3) if with_mask else None
+
+    def run(s):
+        return mx.fast.gated_delta_update(q, k, v, g, b, s0, m, stream=s)
+
+    (gy, gs), (cy, cs) = run(mx.gpu), run(mx.cpu)
+    close(to_np(gy), to_np(cy), tol)
+    close(to_np(gs), to_np(cs), tol)
+
+
 # --- no CPU fallback, no leak ------------------------------------------------
 
 
@@ -349,7 +376,10 @@ def test_these_ops_run_on_gpu_kernels():
         "            mx.conv2d(x.reshape(4, 30, 300, 1), mx.ones((2, 3, 3, 1))),\n"
         "            mx.fast.cross_entropy(x, mx.array([1, 2, 3, 4])),\n"
         "            mx.gather_qmm(x[:, None, :512], wq[None], sc[None], bi[None],\n"
-        "                          rhs_indices=mx.zeros((4,), mx.uint32))]\n"
+        "                          rhs_indices=mx.zeros((4,), mx.uint32)),\n"
+        "            *mx.fast.gated_delta_update(*(x[:, :1024].reshape(1, 4, 2, 128),) * 2,\n"
+        "                                        x[:, :512].reshape(1, 4, 4, 32),\n"
+        "                                        mx.ones((1, 4, 4)), mx.ones((1, 4, 4)))]\n"
         "mx.eval(outs)\n"
         "print('ok')\n"
     )
@@ -360,7 +390,7 @@ def test_these_ops_run_on_gpu_kernels():
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
     for name in ("Sort", "ArgSort", "ArgPartition", "ArgTopK", "QuantizedMatmul", "Dequantize",
-                 "FFT", "Convolution", "CrossEntropy", "GatherQMM"):
+                 "FFT", "Convolution", "CrossEntropy", "GatherQMM", "GatedDeltaUpdate"):
         assert f"warning: {name} " not in r.stderr, r.stderr
 
 

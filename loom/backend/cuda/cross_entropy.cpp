@@ -46,6 +46,15 @@ extern "C" __global__ void NAME(const T* __restrict__ logits, const int* __restr
   return src;
 }
 
+// A dense device pointer to `a`: in place when it is row-major, else a copy
+// in `tmp`, freed by the caller.
+const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
+  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
+  tmp = device_pool(current_device()).malloc(a.nbytes());
+  copy_to_row_major(a, tmp.ptr, s);
+  return tmp.ptr;
+}
+
 bool cross_entropy_kernel(Primitive& p, const std::vector<array>& inputs,
                           std::vector<array>& outputs, cudaStream_t s) {
   const array &logits = inputs[0], &targets = inputs[1];
@@ -55,17 +64,14 @@ bool cross_entropy_kernel(Primitive& p, const std::vector<array>& inputs,
       out.dtype() != float32 || logits.ndim() < 1) {
     return false;
   }
-  if (!logits.flags().row_contiguous || logits.data_size() != logits.size() ||
-      !targets.flags().row_contiguous || targets.data_size() != targets.size()) {
-    return false;
-  }
   long long n = logits.shape(-1);
   const long long rows = static_cast<long long>(out.size());
   if (n == 0 || rows != static_cast<long long>(targets.size()) || rows > 0x7fffffffLL) return false;
   void* y = alloc_output(out);
   if (rows == 0) return true;
-  const void* x = device_data(logits, s);
-  const void* t = device_data(targets, s);
+  allocator::Buffer tmp[2] = {};
+  const void* x = dense_data(logits, tmp[0], s);
+  const void* t = dense_data(targets, tmp[1], s);
   const std::string name = "loom_cross_entropy_" + std::to_string(static_cast<int>(d.val));
   cudaKernel_t k = jit_kernel(name, [&] { return cross_entropy_source(name, d); });
   const unsigned threads = n >= kThreads ? kThreads : static_cast<unsigned>((n + 31) / 32 * 32);
@@ -73,6 +79,8 @@ bool cross_entropy_kernel(Primitive& p, const std::vector<array>& inputs,
   check(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(static_cast<unsigned>(rows)),
                          dim3(threads), args, 0, s),
         "cudaLaunchKernel (cross_entropy)");
+  for (auto& b : tmp)
+    if (b.ptr != nullptr) device_pool(current_device()).free(b);
   return true;
 }
 
