@@ -164,6 +164,17 @@ def conv_and_losses():
         (lambda: torch.nn.functional.cross_entropy(tl, tt, reduction="none"))
         if HAVE_TORCH else None)
 
+    for T in (1, 1024):
+        q = mx.array(rng.standard_normal((1, T, 16, 128)).astype(np.float32) * 0.1)
+        v = mx.array(rng.standard_normal((1, T, 32, 128)).astype(np.float32))
+        g = mx.array(rng.uniform(0.9, 1.0, (1, T, 32)).astype(np.float32))
+        b = mx.array(rng.uniform(0, 1, (1, T, 32)).astype(np.float32))
+        s0 = mx.zeros((1, 32, 128, 128))
+        mx.eval(q, v, g, b, s0)
+        row(f"fast.gated_delta_update T={T} Hk=16 Hv=32 D=128 f32",
+            ev(lambda: mx.fast.gated_delta_update(q, q, v, g, b, s0, stream=mx.gpu)),
+            ev(lambda: mx.fast.gated_delta_update(q, q, v, g, b, s0, stream=mx.cpu)))
+
 
 if __name__ == "__main__":
     main()
