@@ -15,6 +15,7 @@ namespace loom::cuda {
 std::string sort_large_kernel_source(const std::string& name, Dtype d, bool desc_ties);
 std::string quantized_kernel_source(const std::string& name, Dtype d, Dtype out, int bits);
 std::string fft_helper_source();
+std::string hadamard_kernel_source(const std::string& name, Dtype d);
 std::string im2col_kernel_source(const std::string& name, Dtype d);
 std::string cross_entropy_kernel_source(const std::string& name, Dtype d);
 std::string delta_rule_kernel_source(const std::string& name, Dtype d, int per_lane, bool per_key,
@@ -50,8 +51,12 @@ TEST(CudaOpsCodegen, QuantizedBuildsForEveryWidthAndFloatType) {
   }
 }
 
-TEST(CudaOpsCodegen, FftHelpersBuild) {
+TEST(CudaOpsCodegen, FftHelpersAndHadamardBuild) {
   EXPECT_FALSE(cuda::nvrtc_build(cuda::fft_helper_source(), kArch).empty());
+  for (Dtype d : {float32, float64, float16, bfloat16}) {
+    std::string src = cuda::hadamard_kernel_source("loom_hadamard_test", d);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
 }
 TEST(CudaOpsCodegen, Im2colAndCrossEntropyBuildForEveryFloatType) {
   for (Dtype d : {float32, float64, float16, bfloat16}) {

@@ -1,11 +1,11 @@
-"""GPU kernels of sort_large.cpp, quantized.cpp, fft.cpp, conv.cpp and
-cross_entropy.cpp against the CPU: sort/argsort of rows of any length (stable
-order, NaN last), argpartition and topk, affine quantized matmul (2-8 bits,
-both layouts, few and many rows) and dequantize (bit for bit),
-fft/ifft/rfft/irfft and their n-d forms, convolutions (1-3-d, strides,
-padding, dilations, groups, flip, transposed, gradients), gather_qmm,
-mx.fast.cross_entropy and mx.fast.gated_delta_update. GPU tests skip where no
-GPU is present."""
+"""GPU kernels of sort_large.cpp, quantized.cpp, fft.cpp, conv.cpp,
+cross_entropy.cpp and delta_rule.cpp against the CPU: sort/argsort of rows of
+any length (stable order, NaN last), argpartition and topk; affine quantized
+matmul (2-8 bits, both layouts, few and many rows), gather_qmm and dequantize
+(bit for bit); fft/ifft/rfft/irfft and their n-d forms, hadamard_transform
+(bit for bit); convolutions (1-3-d, strides, padding, dilations, groups,
+flip, transposed, gradients); mx.fast.cross_entropy and
+mx.fast.gated_delta_update. GPU tests skip where no GPU is present."""
 
 import gc
 import os
@@ -253,6 +253,17 @@ def test_fft_norms_and_numpy():
     close(np.array(mx.fft.fft2(z, stream=mx.gpu)), np.fft.fft2(h), 1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [1, 2, 64, 1024, 8192])
+def test_hadamard_is_bit_identical_to_cpu(dtype, n):
+    x = mx.array(np.random.default_rng(n).standard_normal((5, n)).astype(np.float32))
+    x = x.astype(getattr(mx, dtype))
+    g, c = both(lambda s: mx.hadamard_transform(x, stream=s))
+    np.testing.assert_array_equal(g, c)
+    g, c = both(lambda s: mx.hadamard_transform(x, scale=0.25, stream=s))
+    np.testing.assert_array_equal(g, c)
+
+
 # --- conv -------------------------------------------------------------------
 
 CTOL = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2}
@@ -379,7 +390,8 @@ def test_these_ops_run_on_gpu_kernels():
         "                          rhs_indices=mx.zeros((4,), mx.uint32)),\n"
         "            *mx.fast.gated_delta_update(*(x[:, :1024].reshape(1, 4, 2, 128),) * 2,\n"
         "                                        x[:, :512].reshape(1, 4, 4, 32),\n"
-        "                                        mx.ones((1, 4, 4)), mx.ones((1, 4, 4)))]\n"
+        "                                        mx.ones((1, 4, 4)), mx.ones((1, 4, 4))),\n"
+        "            mx.hadamard_transform(x[:, :4096])]\n"
         "mx.eval(outs)\n"
         "print('ok')\n"
     )
@@ -390,7 +402,8 @@ def test_these_ops_run_on_gpu_kernels():
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
     for name in ("Sort", "ArgSort", "ArgPartition", "ArgTopK", "QuantizedMatmul", "Dequantize",
-                 "FFT", "Convolution", "CrossEntropy", "GatherQMM", "GatedDeltaUpdate"):
+                 "FFT", "Convolution", "CrossEntropy", "GatherQMM", "GatedDeltaUpdate",
+                 "Hadamard"):
         assert f"warning: {name} " not in r.stderr, r.stderr
 
 

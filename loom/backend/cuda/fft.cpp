@@ -12,7 +12,8 @@
 // one. A float32 input to a complex transform is widened first. The scale is
 // one pass at the end. Plans are cached per worker thread (each worker drives
 // one stream) by type, sizes and layout. float64/complex128 never reach here
-// (the ops compute in float32/complex64).
+// (the ops compute in float32/complex64). The Hadamard transform of
+// power-of-two order is here too (same primitive family).
 #include "loom/primitives/fft.h"
 
 #include <cufft.h>
@@ -25,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "loom/backend/cuda/codegen.h"
 #include "loom/backend/cuda/cuda.h"
 #include "loom/backend/cuda/jit.h"
 
@@ -287,13 +289,88 @@ bool fft_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<arra
   return true;
 }
 
+// Hadamard of power-of-two order (m = 1), n <= 8192: one block per row, the
+// CPU kernel's butterfly stages in its order, in float, then the scale, so
+// the result is the CPU's bit for bit. Orders 12, 20 and 28 times a power of
+// two stay on the CPU.
+constexpr long long kMaxHadamard = 8192;
+
+std::string hadamard_source(const std::string& name, Dtype d) {
+  std::string src = jit_prelude();
+  src += "typedef " + std::string(storage_type(d)) + " T;\n";
+  src += R"(
+extern "C" __global__ void NAME(const T* __restrict__ in, T* __restrict__ out, long long n,
+                                float scale) {
+  __shared__ float x[8192];
+  const T* row = in + (long long)blockIdx.x * n;
+  for (long long j = threadIdx.x; j < n; j += blockDim.x) x[j] = (float)loom_ld(row[j]);
+  __syncthreads();
+  for (long long h = 1; h < n; h *= 2) {
+    for (long long q = threadIdx.x; q < n / 2; q += blockDim.x) {
+      const long long i = (q / h) * 2 * h + q % h;
+      const float u = x[i], v = x[i + h];
+      x[i] = u + v;
+      x[i + h] = u - v;
+    }
+    __syncthreads();
+  }
+  T* dst = out + (long long)blockIdx.x * n;
+  for (long long j = threadIdx.x; j < n; j += blockDim.x) loom_st(dst + j, x[j] * scale);
+}
+)";
+  size_t pos = src.find("void NAME(");
+  src.replace(pos + 5, 4, name);
+  return src;
+}
+
+bool hadamard_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
+                     cudaStream_t s) {
+  const array& in = inputs[0];
+  array& out = outputs[0];
+  const Dtype d = in.dtype();
+  if ((d != float32 && d != float16 && d != bfloat16 && d != float64) || out.dtype() != d) {
+    return false;
+  }
+  long long n = in.ndim() == 0 ? 1 : in.shape(-1);
+  if (n < 1 || n > kMaxHadamard || (n & (n - 1)) != 0) return false;
+  const long long rows = static_cast<long long>(in.size()) / n;
+  if (rows > 0x7fffffffLL) return false;
+  float scale = static_cast<float>(state_get<double>(p.state(), "Hadamard", "scale"));
+  void* y = alloc_output(out);
+  if (out.size() == 0) return true;
+  allocator::Buffer tmp{nullptr, 0};
+  const void* x;
+  if (in.flags().row_contiguous && in.data_size() == in.size()) {
+    x = device_data(in, s);
+  } else {
+    tmp = device_pool(current_device()).malloc(in.nbytes());
+    copy_to_row_major(in, tmp.ptr, s);
+    x = tmp.ptr;
+  }
+  const std::string name = "loom_hadamard_" + std::to_string(static_cast<int>(d.val));
+  cudaKernel_t k = jit_kernel(name, [&] { return hadamard_source(name, d); });
+  const unsigned threads = n >= 512 ? 256u : 64u;
+  void* args[] = {&x, &y, &n, &scale};
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(static_cast<unsigned>(rows)),
+                         dim3(threads), args, 0, s),
+        "cudaLaunchKernel (hadamard)");
+  if (tmp.ptr != nullptr) device_pool(current_device()).free(tmp);
+  return true;
+}
+
 struct Registration {
-  Registration() { register_kernel(typeid(FFT), &fft_kernel); }
+  Registration() {
+    register_kernel(typeid(FFT), &fft_kernel);
+    register_kernel(typeid(Hadamard), &hadamard_kernel);
+  }
 } registration;
 
 } // namespace
 
 // The helper kernels' source, for the NVRTC build test.
 std::string fft_helper_source() { return kHelpers; }
+std::string hadamard_kernel_source(const std::string& name, Dtype d) {
+  return hadamard_source(name, d);
+}
 
 } // namespace loom::cuda
