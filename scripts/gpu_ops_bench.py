@@ -18,7 +18,7 @@ except Exception:  # noqa: BLE001 - any import failure means no peer
     HAVE_TORCH = False
 
 
-def bench(fn, repeat=20, warmup=3):
+def bench(fn, repeat=10, warmup=2):
     for _ in range(warmup):
         fn()
     times = []
@@ -31,7 +31,7 @@ def bench(fn, repeat=20, warmup=3):
     return statistics.median(times) * 1e3
 
 
-def tbench(fn, repeat=20, warmup=3):
+def tbench(fn, repeat=10, warmup=2):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
