@@ -1,8 +1,8 @@
 """GPU kernels of sort_large.cpp, quantized.cpp, fft.cpp, conv.cpp,
 cross_entropy.cpp and delta_rule.cpp against the CPU: sort/argsort of rows of
 any length (stable order, NaN last), argpartition and topk; affine quantized
-matmul (2-8 bits, both layouts, few and many rows), gather_qmm and dequantize
-(bit for bit); fft/ifft/rfft/irfft and their n-d forms, hadamard_transform
+matmul (2-8 bits, both layouts, few and many rows), gather_qmm, quantize and
+dequantize (bit for bit); fft/ifft/rfft/irfft and their n-d forms, hadamard_transform
 (bit for bit); convolutions (1-3-d, strides, padding, dilations, groups,
 flip, transposed, gradients); mx.fast.cross_entropy and
 mx.fast.gated_delta_update. GPU tests skip where no GPU is present."""
@@ -130,6 +130,22 @@ def quantized(shape, group_size, bits, dtype, seed):
     w = mx.array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
     w = w.astype(getattr(mx, dtype))
     return mx.quantize(w, group_size=group_size, bits=bits, stream=mx.cpu)
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_quantize_is_bit_identical_to_cpu(bits, group_size, dtype):
+    h = np.random.default_rng(bits).standard_normal((24, 256)).astype(np.float32)
+    h[3, :group_size] = 0.0  # a flat group: the eps scale
+    h[4, 5] = np.nan
+    h[5, :group_size] = -2.0
+    w = mx.array(h).astype(getattr(mx, dtype))
+    gq = mx.quantize(w, group_size=group_size, bits=bits, stream=mx.gpu)
+    cq = mx.quantize(w, group_size=group_size, bits=bits, stream=mx.cpu)
+    mx.eval(gq, cq)
+    for g, c in zip(gq, cq):
+        np.testing.assert_array_equal(to_np(g), to_np(c))
 
 
 @pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
@@ -378,7 +394,7 @@ def test_these_ops_run_on_gpu_kernels():
         "from _backend import mx\n"
         "x = mx.random.normal((4, 9000), key=mx.random.key(0))\n"
         "w = mx.random.normal((256, 512), key=mx.random.key(1))\n"
-        "wq, sc, bi = mx.quantize(w, stream=mx.cpu)\n"
+        "wq, sc, bi = mx.quantize(w, stream=mx.gpu)\n"
         "mx.eval(x, wq, sc, bi)\n"
         "with mx.stream(mx.gpu):\n"
         "    outs = [mx.sort(x), mx.argsort(x), mx.argpartition(x, 5), mx.topk(x, 10),\n"
@@ -402,8 +418,8 @@ def test_these_ops_run_on_gpu_kernels():
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
     for name in ("Sort", "ArgSort", "ArgPartition", "ArgTopK", "QuantizedMatmul", "Dequantize",
-                 "FFT", "Convolution", "CrossEntropy", "GatherQMM", "GatedDeltaUpdate",
-                 "Hadamard"):
+                 "Quantize", "FFT", "Convolution", "CrossEntropy", "GatherQMM",
+                 "GatedDeltaUpdate", "Hadamard"):
         assert f"warning: {name} " not in r.stderr, r.stderr
 
 

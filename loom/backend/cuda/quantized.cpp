@@ -13,6 +13,8 @@
 // the sum. GatherQMM (mixture-of-experts layers) against w^T runs the
 // matrix-vector kernel per gathered pair. Other modes (mxfp4/mxfp8/nvfp4),
 // QuantizedMatmul with batched w and GatherQMM with w as is stay on the CPU.
+// Quantize (affine, 1-8 bits) runs one thread per group with the CPU
+// kernel's arithmetic, so codes, scales and biases are the CPU's bit for bit.
 #include "loom/primitives/quantized.h"
 
 #include <algorithm>
@@ -114,6 +116,60 @@ extern "C" __global__ void NAME_qmm(const T* __restrict__ x, const unsigned* __r
       acc += (float)loom_ld(xr[k]) * wv;
     }
     loom_st(out + e, acc);
+  }
+}
+// Quantize, affine: one thread per group, the CPU kernel's arithmetic step
+// for step (min/max ignoring NaN as std::min/std::max do, the larger edge
+// put exactly on a code, round half to even, clamp), codes packed LSB first.
+extern "C" __global__ void NAME_quant(const T* __restrict__ w, unsigned* __restrict__ codes,
+                                      T* __restrict__ scales, T* __restrict__ biases,
+                                      long long groups, int gs) {
+  const float n_bins = (float)((1u << BITS) - 1u);
+  const float eps = 1e-7f;
+  for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+       g += (long long)gridDim.x * blockDim.x) {
+    const T* x = w + g * gs;
+    float w_max = -__int_as_float(0x7f800000), w_min = __int_as_float(0x7f800000);
+    for (int j = 0; j < gs; ++j) {
+      const float v = (float)loom_ld(x[j]);
+      w_max = w_max < v ? v : w_max;
+      w_min = v < w_min ? v : w_min;
+    }
+    float scale, bias;
+    float range = (w_max - w_min) / n_bins;
+    range = range < eps ? eps : range;
+    if (BITS == 1) {
+      scale = range;
+      bias = w_min;
+    } else {
+      const bool mask = fabsf(w_min) > fabsf(w_max);
+      scale = mask ? range : -range;
+      const float edge = mask ? w_min : w_max;
+      const float q0 = rintf(edge / scale);
+      bias = 0.0f;
+      if (q0 != 0.0f) {
+        scale = edge / q0;
+        bias = edge;
+      }
+    }
+    unsigned* out = codes + g * ((long long)gs * BITS / 32);
+    unsigned long long acc = 0;
+    int filled = 0;
+    for (int j = 0; j < gs; ++j) {
+      float q = rintf(((float)loom_ld(x[j]) - bias) / scale);
+      q = q < 0.0f ? 0.0f : q;
+      q = n_bins < q ? n_bins : q;
+      if (q != q) q = 0.0f;
+      acc |= (unsigned long long)(unsigned)q << filled;
+      filled += BITS;
+      if (filled >= 32) {
+        *out++ = (unsigned)acc;
+        acc >>= 32;
+        filled -= 32;
+      }
+    }
+    loom_st(scales + g, scale);
+    loom_st(biases + g, bias);
   }
 }
 // GatherQMM against w^T (mixture-of-experts layers): output p is
@@ -405,11 +461,44 @@ bool gather_qmm_kernel(Primitive& p, const std::vector<array>& inputs, std::vect
   return true;
 }
 
+bool quantize_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
+                     cudaStream_t s) {
+  const PrimitiveState st = p.state();
+  const int gs = static_cast<int>(state_get<int64_t>(st, "Quantize", "group_size"));
+  const int bits = static_cast<int>(state_get<int64_t>(st, "Quantize", "bits"));
+  if (state_get<std::string>(st, "Quantize", "mode") != "affine" || inputs.size() != 1 ||
+      outputs.size() != 3 || bits < 1 || bits > 8 || gs < 32 || gs % 32 != 0) {
+    return false;
+  }
+  const array& w = inputs[0];
+  const Dtype d = w.dtype();
+  if (!float_type(d) || outputs[1].dtype() != d || outputs[2].dtype() != d ||
+      outputs[0].dtype() != uint32 || w.size() % gs != 0) {
+    return false;
+  }
+  void* codes = alloc_output(outputs[0]);
+  void* scales = alloc_output(outputs[1]);
+  void* biases = alloc_output(outputs[2]);
+  long long groups = static_cast<long long>(w.size()) / gs;
+  if (groups == 0) return true;
+  allocator::Buffer t{nullptr, 0};
+  const void* wp = dense_data(w, t, s);
+  const std::string name = "loom_quant_" + std::to_string(static_cast<int>(d.val)) + "_" +
+                           std::to_string(static_cast<int>(d.val)) + "_" + std::to_string(bits);
+  cudaKernel_t k = jit_kernel(name + "_quant", [&] { return quantized_source(name, d, d, bits); });
+  int g = gs;
+  void* args[] = {&wp, &codes, &scales, &biases, &groups, &g};
+  launch_grid(k, groups, args, s, "cudaLaunchKernel (quantize)");
+  if (t.ptr != nullptr) device_pool(current_device()).free(t);
+  return true;
+}
+
 struct Registration {
   Registration() {
     register_kernel(typeid(Dequantize), &dequantize_kernel);
     register_kernel(typeid(QuantizedMatmul), &quantized_matmul_kernel);
     register_kernel(typeid(GatherQMM), &gather_qmm_kernel);
+    register_kernel(typeid(Quantize), &quantize_kernel);
   }
 } registration;
 
