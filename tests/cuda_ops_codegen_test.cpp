@@ -42,7 +42,7 @@ TEST(CudaOpsCodegen, LargeSortBuildsForEveryDtype) {
 
 TEST(CudaOpsCodegen, QuantizedBuildsForEveryWidthAndFloatType) {
   for (Dtype d : {float32, float16, bfloat16}) {
-    for (int bits : {2, 3, 4, 5, 6, 8}) {
+    for (int bits : {1, 2, 3, 4, 5, 6, 8}) {
       std::string src = cuda::quantized_kernel_source("loom_quant_test", d, d, bits);
       EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
     }
