@@ -7,7 +7,8 @@
 // either contiguous (one call, the outer lines as batch) or strided by the
 // `inner` extent (batch over whichever of outer/inner is larger, one call per
 // line of the other). rfft transforms its real (last listed) axis first, then
-// the others in place; irfft does the complex axes first in a scratch copy
+// the others in place (one R2C plan when the axes are trailing and in
+// order); irfft does the complex axes first in a scratch copy
 // (cuFFT's complex-to-real transform overwrites its input), then the real
 // one. A float32 input to a complex transform is widened first. The scale is
 // one pass at the end. Plans are cached per worker thread (each worker drives
@@ -184,6 +185,15 @@ void launch_helper(const char* name, long long n, void** args, cudaStream_t s) {
         "cudaLaunchKernel (fft)");
 }
 
+// Whether `axes` are the last axes.size() <= 3 axes of an nd-array, in order.
+bool trailing_in_order(const std::vector<int>& axes, int nd) {
+  if (axes.size() > 3) return false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != nd - static_cast<int>(axes.size()) + static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
 bool fft_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                 cudaStream_t s) {
   const PrimitiveState st = p.state();
@@ -230,11 +240,7 @@ bool fft_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<arra
     // Trailing axes in order (fft, fft2, fftn over the last <= 3 axes): one plan.
     std::vector<int> sorted = axes;
     std::sort(sorted.begin(), sorted.end());
-    bool trailing = sorted.size() <= 3 && sorted == axes;
-    for (size_t i = 0; i < sorted.size() && trailing; ++i) {
-      trailing = sorted[i] == nd - static_cast<int>(sorted.size()) + static_cast<int>(i);
-    }
-    if (trailing) {
+    if (trailing_in_order(axes, nd)) {
       std::vector<int> n;
       long long batch = 1;
       for (int i = 0; i < nd; ++i) {
@@ -253,6 +259,18 @@ bool fft_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<arra
         transform_axis(CUFFT_C2C, y, y, l.outer, l.inner, len, len, len, inverse, s);
       }
     }
+  } else if (!inverse && trailing_in_order(axes, nd)) {
+    // rfft, rfft2, rfftn over the last <= 3 axes: one plan.
+    std::vector<int> n;
+    long long batch = 1;
+    for (int i = 0; i < nd; ++i) {
+      if (i < axes.front())
+        batch *= in.shape(i);
+      else
+        n.push_back(static_cast<int>(in.shape(i)));
+    }
+    cufftHandle h = plan_for(CUFFT_R2C, n, {}, 1, 0, {}, 1, 0, static_cast<int>(batch), s);
+    exec(CUFFT_R2C, h, const_cast<void*>(x), y, false);
   } else if (!inverse) {
     const int last = axes.back();
     Lines l = lines_of(in.shape(), last);
