@@ -177,5 +177,5 @@ def conv_and_losses():
 
 
 if __name__ == "__main__":
-    main()
     conv_and_losses()
+    main()
