@@ -213,7 +213,7 @@ def test_gather_qmm_out_of_range_raises_like_the_cpu():
 def test_quantized_matmul_of_a_strided_x():
     wq, sc, bi = quantized((256, 128), 64, 8, "float32", 5)
     xt = mx.array(np.random.default_rng(9).standard_normal((128, 6)).astype(np.float32)).T
-    g, c = both(lambda s: mx.quantized_matmul(xt, wq, sc, bi, stream=s))
+    g, c = both(lambda s: mx.quantized_matmul(xt, wq, sc, bi, group_size=64, bits=8, stream=s))
     np.testing.assert_allclose(g, c, rtol=1e-4, atol=1e-4)
 
 
@@ -256,8 +256,21 @@ def test_fft_n_dimensional_forms(shape, axes):
     close(*both(lambda s: mx.fft.ifftn(z, axes=axes, stream=s)))
     close(*both(lambda s: mx.fft.rfftn(r, axes=axes, stream=s)))
     spec = mx.fft.rfftn(r, axes=axes, stream=mx.cpu)
-    sizes = [shape[a] for a in (axes if axes is not None else range(len(shape)))]
+    axes = list(axes) if axes is not None else list(range(len(shape)))
+    sizes = [shape[a] for a in axes]
     close(*both(lambda s: mx.fft.irfftn(spec, s=sizes, axes=axes, stream=s)))
+
+
+def test_real_fft_of_odd_strided_lines_and_odd_offset_views():
+    # Lines along a middle axis whose slices start at odd float offsets (cuFFT
+    # refuses those: the CPU runs them) and a view starting at an odd offset.
+    r = mx.array(np.random.default_rng(2).standard_normal((3, 17, 5)).astype(np.float32))
+    close(*both(lambda s: mx.fft.rfft(r, axis=1, stream=s)))
+    spec = mx.fft.rfft(r, axis=1, stream=mx.cpu)
+    close(*both(lambda s: mx.fft.irfft(spec, n=17, axis=1, stream=s)))
+    flat = mx.array(np.random.default_rng(3).standard_normal(1001).astype(np.float32))
+    close(*both(lambda s: mx.fft.rfft(flat[1:], stream=s)))
+    close(*both(lambda s: mx.fft.rfft2(flat[1:].reshape(8, 125), stream=s)))
 
 
 def test_fft_norms_and_numpy():
@@ -404,9 +417,8 @@ def test_these_ops_run_on_gpu_kernels():
         "            mx.fast.cross_entropy(x, mx.array([1, 2, 3, 4])),\n"
         "            mx.gather_qmm(x[:, None, :512], wq[None], sc[None], bi[None],\n"
         "                          rhs_indices=mx.zeros((4,), mx.uint32)),\n"
-        "            *mx.fast.gated_delta_update(*(x[:, :1024].reshape(1, 4, 2, 128),) * 2,\n"
-        "                                        x[:, :512].reshape(1, 4, 4, 32),\n"
-        "                                        mx.ones((1, 4, 4)), mx.ones((1, 4, 4))),\n"
+        "            *mx.fast.gated_delta_update(*(x[:, :1024].reshape(1, 4, 8, 128),) * 3,\n"
+        "                                        mx.ones((1, 4, 8)), mx.ones((1, 4, 8))),\n"
         "            mx.hadamard_transform(x[:, :4096])]\n"
         "mx.eval(outs)\n"
         "print('ok')\n"

@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -133,8 +134,11 @@ void transform_axis(cufftType type, void* in, void* out, long long outer, long l
     cufftHandle h =
         plan_for(type, {len}, {nin}, 1, nin, {nout}, 1, nout, static_cast<int>(outer), s);
     exec(type, h, ip, op, inverse);
-  } else if (outer <= inner) {
-    // Batch over the inner lines of one outer slice, one call per slice.
+  } else if (outer <= inner || type != CUFFT_C2C) {
+    // Batch over the inner lines of one outer slice, one call per slice. Real
+    // transforms always take this branch: cuFFT refuses a real side that is
+    // not 8-byte aligned (status 4), and the other branch offsets it by one
+    // float per line (the caller checks the slices' offsets, real_axis_ok).
     cufftHandle h = plan_for(type, {len}, {nin}, static_cast<int>(inner), 1, {nout},
                              static_cast<int>(inner), 1, static_cast<int>(inner), s);
     for (long long o = 0; o < outer; ++o) {
@@ -151,6 +155,12 @@ void transform_axis(cufftType type, void* in, void* out, long long outer, long l
 struct Lines {
   long long outer = 1, inner = 1;
 };
+
+// Whether the real side of a real transform along an axis of (outer, real_len,
+// inner) lines starts 8-byte aligned in every call transform_axis makes.
+bool real_axis_ok(const Lines& l, long long real_len) {
+  return l.inner == 1 || l.outer == 1 || (real_len * l.inner) % 2 == 0;
+}
 
 Lines lines_of(const Shape& shape, int axis) {
   Lines l;
@@ -216,19 +226,26 @@ bool fft_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<arra
     if (a < 0 || a >= in.ndim()) return false;
   }
   if (!cufft().ok()) return false;
+  const int nd = out.ndim();
+  if (real && !(!inverse && trailing_in_order(axes, nd))) {
+    const int last = axes.back();
+    const Shape& real_shape = inverse ? out.shape() : in.shape();
+    if (!real_axis_ok(lines_of(real_shape, last), real_shape[last])) return false;
+  }
   void* y = alloc_output(out);
   if (out.size() == 0) return true;
   auto& pool = device_pool(current_device());
   allocator::Buffer dense{nullptr, 0}, scratch{nullptr, 0};
-  const void* x;
-  if (in.flags().row_contiguous && in.data_size() == in.size()) {
-    x = device_data(in, s);
-  } else {
+  const void* x = nullptr;
+  const bool row_dense = in.flags().row_contiguous && in.data_size() == in.size();
+  if (row_dense) x = device_data(in, s);
+  // A real input read by cuFFT itself must start 8-byte aligned (a view at an
+  // odd offset is copied).
+  if (!row_dense || (real && !inverse && reinterpret_cast<uintptr_t>(x) % 8 != 0)) {
     dense = pool.malloc(in.nbytes());
     copy_to_row_major(in, dense.ptr, s);
     x = dense.ptr;
   }
-  const int nd = out.ndim();
   if (!real) {
     if (in.dtype() == float32) {
       long long n = static_cast<long long>(in.size());
