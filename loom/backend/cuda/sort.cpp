@@ -15,6 +15,10 @@
 
 namespace loom::cuda {
 
+// sort_large.cpp: rows over kMaxRow, ArgPartition and ArgTopK.
+bool sort_large_kernel(Primitive& prim, const std::vector<array>& inputs,
+                       std::vector<array>& outputs, cudaStream_t s);
+
 namespace {
 
 // 4096 (value, index) pairs of 8 + 4 bytes fill the 48 KiB of shared memory
@@ -81,7 +85,7 @@ bool sort_kernel(Primitive& prim, const std::vector<array>& inputs, std::vector<
                  cudaStream_t s) {
   const std::string pname = prim.name();
   const bool indices = pname == "ArgSort";
-  if (!indices && pname != "Sort") return false;
+  if (!indices && pname != "Sort") return sort_large_kernel(prim, inputs, outputs, s);
   const array& in = inputs[0];
   array& out = outputs[0];
   const Dtype d = in.dtype();
@@ -92,7 +96,7 @@ bool sort_kernel(Primitive& prim, const std::vector<array>& inputs, std::vector<
   if (axis < 0) axis += in.ndim();
   if (axis < 0 || axis >= in.ndim()) return false;
   long long n = in.shape(axis), inner = 1;
-  if (n > kMaxRow) return false;
+  if (n > kMaxRow) return sort_large_kernel(prim, inputs, outputs, s);
   for (int i = axis + 1; i < in.ndim(); ++i) inner *= in.shape(i);
   if (in.size() > 0 && static_cast<long long>(in.size()) / n > 0x7fffffffll) return false;
   void* y = alloc_output(out);
