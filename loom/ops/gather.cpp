@@ -111,14 +111,20 @@ std::vector<array> along_axis_indices(const Shape& shape, const array& idx, int 
                                       StreamOrDevice s) {
   std::vector<array> out;
   int nd = static_cast<int>(shape.size());
+  // The iotas share the indices' type (a GPU gather takes one index type, and
+  // topk's indices are uint32); types narrower than 32 bits could not hold
+  // every position, so those indices widen to int32 first.
+  const bool wide = idx.dtype().size >= 4;
+  const Dtype index_type = wide ? idx.dtype() : int32;
   for (int d = 0; d < nd; ++d) {
     if (d == axis) {
-      out.push_back(broadcast_to(idx, shape, s));
+      out.push_back(broadcast_to(wide ? idx : astype(idx, int32, s), shape, s));
       continue;
     }
     Shape iota_shape(nd, 1);
     iota_shape[d] = shape[d];
-    out.push_back(broadcast_to(reshape(arange(0, shape[d], 1, int32, s), iota_shape, s), shape, s));
+    out.push_back(
+        broadcast_to(reshape(arange(0, shape[d], 1, index_type, s), iota_shape, s), shape, s));
   }
   return out;
 }

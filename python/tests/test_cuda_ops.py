@@ -419,7 +419,8 @@ def test_these_ops_run_on_gpu_kernels():
         "                          rhs_indices=mx.zeros((4,), mx.uint32)),\n"
         "            *mx.fast.gated_delta_update(*(x[:, :1024].reshape(1, 4, 8, 128),) * 3,\n"
         "                                        mx.ones((1, 4, 8)), mx.ones((1, 4, 8))),\n"
-        "            mx.hadamard_transform(x[:, :4096])]\n"
+        "            mx.hadamard_transform(x[:, :4096]),\n"
+        "            mx.take_along_axis(x, mx.argpartition(x, 5)[:, :5], axis=1)]\n"
         "mx.eval(outs)\n"
         "print('ok')\n"
     )
@@ -431,7 +432,7 @@ def test_these_ops_run_on_gpu_kernels():
     assert "ok" in r.stdout
     for name in ("Sort", "ArgSort", "ArgPartition", "ArgTopK", "QuantizedMatmul", "Dequantize",
                  "Quantize", "FFT", "Convolution", "CrossEntropy", "GatherQMM",
-                 "GatedDeltaUpdate", "Hadamard"):
+                 "GatedDeltaUpdate", "Hadamard", "Gather", "Arange"):
         assert f"warning: {name} " not in r.stderr, r.stderr
 
 
