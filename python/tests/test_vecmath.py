@@ -408,7 +408,9 @@ def test_block_forms_agree_with_elementwise_pieces(name):
                 x[idx[0]] = np.float32(3e20)
                 x[idx[1]] = np.inf
             x[idx[2]] = np.nan
-    f = getattr(mx, name)
+    def f(v):  # the CPU kernels' block forms (a GPU's sinf has bounds of its own)
+        return getattr(mx, name)(v, stream=mx.cpu)
+
     want = np.array([np.array(f(mx.array(x[i:i + 1])))[0] for i in range(0, n, 97)])
     a = mx.array(x)
     for got in (np.array(f(a)), np.array(f(a * 1.0)), _pieces_of(f, a, n, 1000 + 3)):
