@@ -111,7 +111,8 @@ __device__ __forceinline__ long long loom_foff(long long i, const loom_fused_lay
 
 std::string fused_kernel_source(const compile_detail::Compiled& c,
                                 const std::vector<Dtype>& input_dtypes, const std::string& modes,
-                                const std::vector<Dtype>& output_dtypes, bool vec) {
+                                const std::vector<Dtype>& output_dtypes, bool vec,
+                                int unroll) {
   Tape tape;
   tape.dtypes = input_dtypes;
   for (auto& op : c.ops()) tape.dtypes.push_back(op.dtype);
@@ -173,8 +174,9 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
         << compute_type(tape.dtypes[i]) << ")loom_ld(in" << i << "[0]);\n";
     }
   }
-  // One element's call of the body; `at` is the dense input's element.
-  auto call = [&](const std::string& elem, bool from_vec) {
+  // One element's call of the body; `at` is the dense input's element; `sfx`
+  // names the vectors (a<k><sfx>, b<j><sfx>) of an unrolled step.
+  auto call = [&](const std::string& elem, bool from_vec, const std::string& sfx = "") {
     std::ostringstream s;
     for (size_t j = 0; j < outputs.size(); ++j) {
       s << compute_type(outputs[j].dtype()) << " r" << j << "; ";
@@ -189,7 +191,7 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
         s << "(" << ct << ")loom_ld(in" << i << "[loom_foff(" << elem << ", layout, "
           << plans[i].slot << ")])";
       } else if (from_vec) {
-        s << "(" << ct << ")loom_ld(a" << i << ".v[e])";
+        s << "(" << ct << ")loom_ld(a" << i << sfx << ".v[e])";
       } else {
         s << "(" << ct << ")loom_ld(in" << i << "[" << elem << "])";
       }
@@ -198,7 +200,7 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
     s << "); ";
     for (size_t j = 0; j < outputs.size(); ++j) {
       if (from_vec) {
-        s << "loom_st(&b" << j << ".v[e], r" << j << "); ";
+        s << "loom_st(&b" << j << sfx << ".v[e], r" << j << "); ";
       } else {
         s << "loom_st(out" << j << " + " << elem << ", r" << j << "); ";
       }
@@ -206,7 +208,44 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
     return s.str();
   };
   std::string first = "0";
-  if (vec) {
+  if (vec && unroll > 1) {
+    // Each thread loads `unroll` vectors, blockDim apart (coalesced), before
+    // it computes on the first: more bytes in flight per thread.
+    const int u_n = unroll;
+    k << "  const long long nv = n / 4;\n"
+      << "  const long long vstep = (long long)gridDim.x * blockDim.x * " << u_n << ";\n"
+      << "  for (long long j0 = (long long)blockIdx.x * blockDim.x * " << u_n
+      << " + threadIdx.x; j0 < nv; j0 += vstep) {\n";
+    for (int u = 0; u < u_n; ++u) {
+      std::string us = "_" + std::to_string(u);
+      k << "    const long long j" << us << " = j0 + " << u << " * (long long)blockDim.x;\n"
+        << "    const long long i" << us << " = j" << us << " * 4;\n";
+      for (int i = 0; i < n_in; ++i) {
+        if (plans[i].mode != 'c') continue;
+        const char* st = storage_type(tape.dtypes[i]);
+        k << "    loom_vec4<" << st << "> a" << i << us << " = {};\n"
+          << "    if (j" << us << " < nv) a" << i << us << " = *reinterpret_cast<const loom_vec4<"
+          << st << ">*>(in" << i << " + i" << us << ");\n";
+      }
+    }
+    for (int u = 0; u < u_n; ++u) {
+      std::string us = "_" + std::to_string(u);
+      k << "    if (j" << us << " < nv) {\n";
+      for (size_t j = 0; j < outputs.size(); ++j) {
+        k << "      loom_vec4<" << storage_type(outputs[j].dtype()) << "> b" << j << us << ";\n";
+      }
+      k << "#pragma unroll\n      for (int e = 0; e < 4; ++e) { "
+        << call("i" + us + " + e", true, us) << "}\n";
+      for (size_t j = 0; j < outputs.size(); ++j) {
+        const char* st = storage_type(outputs[j].dtype());
+        k << "      *reinterpret_cast<loom_vec4<" << st << ">*>(out" << j << " + i" << us
+          << ") = b" << j << us << ";\n";
+      }
+      k << "    }\n";
+    }
+    k << "  }\n";
+    first = "nv * 4";
+  } else if (vec) {
     k << "  const long long nv = n / 4;\n"
       << "  for (long long j = tid; j < nv; j += step) {\n"
       << "    const long long i = j * 4;\n";
@@ -317,7 +356,8 @@ bool compiled_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
     modes += plans[k].mode;
   }
   for (auto& o : outputs) out_dt.push_back(o.dtype());
-  std::string src = fused_kernel_source(c, in_dt, modes, out_dt, vec);
+  const int unroll = vec ? vector_unroll() : 1;
+  std::string src = fused_kernel_source(c, in_dt, modes, out_dt, vec, unroll);
   if (src.empty()) {
     run_op_by_op(c, inputs, outputs);
     return true;
@@ -348,7 +388,7 @@ bool compiled_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
   args.push_back(&count);
   args.push_back(layout_bytes.data());
   constexpr unsigned threads = 256;
-  size_t work = vec ? (n + 3) / 4 : n;
+  size_t work = vec ? ((n + 3) / 4 + unroll - 1) / unroll : n;
   // One thread per unit of work keeps the most loads in flight.
   size_t blocks = std::min<size_t>((work + threads - 1) / threads, 0x7fffffffu);
   check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),

@@ -176,6 +176,15 @@ cudaKernel_t jit_kernel(const std::string& kernel_name,
   return k;
 }
 
+int vector_unroll() {
+  static const int u = [] {
+    const char* v = std::getenv("LOOM_CUDA_UNROLL");
+    int n = v != nullptr ? std::atoi(v) : 1;
+    return n >= 1 && n <= 8 ? n : 1;
+  }();
+  return u;
+}
+
 void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t stream) {
   if (n == 0) return;
   constexpr unsigned threads = 256;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One device call for the CUDA backend's speed work (issue 13): build, a few
+# GPU test files, then scripts/gpu_prof.py's probes under each variant of the
+# env switches, and ncu's kernel times. Logs under $OUT (default /tmp/loom-gpu).
+#   usage: bash scripts/gpu_prof.sh [probes|tests|all]   (default all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/loom-gpu}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+SITE=${LOOM_GPU_SITE:-/tmp/loom-site}
+export PYTHONUNBUFFERED=1 LOOM_CUDA_CACHE=${LOOM_CUDA_CACHE:-/tmp/loom-cuda-cache}
+what=${1:-all}
+
+echo "== build"
+start=$(date +%s)
+CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) $PY -m pip install -q --no-index --no-build-isolation --no-deps \
+  --target "$SITE" --upgrade -Cbuild-dir=build/gpu -Ccmake.define.LOOM_BUILD_TESTS=OFF \
+  -Ccmake.define.LOOM_CUDA=ON -Ccmake.define.LOOM_NATIVE=OFF . >"$OUT/build.log" 2>&1
+rc=$?
+echo "build rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+if [ $rc -ne 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -40; exit $rc; fi
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+
+if [ "$what" != "probes" ]; then
+  echo "== GPU tests (${LOOM_PROF_TESTS:-test_cuda_compile.py test_cuda_kernels.py})"
+  start=$(date +%s)
+  (cd python/tests && timeout ${TESTS_TIMEOUT:-150} $PY -m pytest -q -x -p no:cacheprovider \
+     -n ${TEST_WORKERS:-8} ${LOOM_PROF_TESTS:-test_cuda_compile.py test_cuda_kernels.py}) \
+     >"$OUT/pytest.log" 2>&1
+  echo "pytest rc=$? in $(( $(date +%s) - start )) s: $(tail -1 "$OUT/pytest.log")" | tee -a "$OUT/summary.txt"
+  grep -E "^FAILED|^ERROR|Error" "$OUT/pytest.log" | head -20
+fi
+[ "$what" = "tests" ] && exit 0
+
+P="timeout 60 $PY scripts/gpu_prof.py"
+{
+  echo "== chain (defaults)"; $P chain
+  echo "== chain LOOM_SIGNAL_EACH_TASK=1 LOOM_EVAL_WAIT_WORKER=1 (before this cut)"
+  LOOM_SIGNAL_EACH_TASK=1 LOOM_EVAL_WAIT_WORKER=1 $P chain
+  echo "== chain LOOM_EVAL_WAIT_WORKER=1"; LOOM_EVAL_WAIT_WORKER=1 $P chain
+  echo "== profile (LOOM_CUDA_PROFILE=1, eval once then each)"; LOOM_CUDA_PROFILE=1 $P chain
+  echo "== host"; $P host
+  echo "== host LOOM_CUDA_TF32=1"; LOOM_CUDA_TF32=1 $P host
+  for u in ${UNROLLS:-1 2 4}; do echo "== bandwidth LOOM_CUDA_UNROLL=$u"; LOOM_CUDA_UNROLL=$u $P bandwidth; done
+} 2>&1 | tee "$OUT/probes.txt"
+
+if command -v ncu >/dev/null; then
+  echo "== ncu (kernel times)"
+  for u in ${NCU_UNROLLS:-1 2}; do
+    LOOM_CUDA_UNROLL=$u timeout 90 ncu --clock-control none -k regex:loom_ \
+      --metrics gpu__time_duration.sum,dram__bytes.sum.per_second,launch__grid_size,launch__registers_per_thread \
+      $PY scripts/gpu_prof.py ncu >"$OUT/ncu_u$u.txt" 2>&1
+    echo "unroll $u:"; grep -E "loom_|duration|per_second|grid_size|registers|ERR" "$OUT/ncu_u$u.txt" | head -40
+  done
+fi
+cat "$OUT/summary.txt"
