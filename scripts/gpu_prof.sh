@@ -48,7 +48,7 @@ P="timeout 60 $PY scripts/gpu_prof.py"
 if command -v ncu >/dev/null; then
   echo "== ncu (kernel times)"
   for u in ${NCU_UNROLLS:-1 2}; do
-    LOOM_CUDA_UNROLL=$u timeout 90 ncu --clock-control none -k regex:loom_ \
+    LOOM_CUDA_UNROLL=$u timeout 60 ncu --clock-control none -k regex:loom_ --launch-count 6 \
       --metrics gpu__time_duration.sum,dram__bytes.sum.per_second,launch__grid_size,launch__registers_per_thread \
       $PY scripts/gpu_prof.py ncu >"$OUT/ncu_u$u.txt" 2>&1
     echo "unroll $u:"; grep -E "loom_|duration|per_second|grid_size|registers|ERR" "$OUT/ncu_u$u.txt" | head -40
