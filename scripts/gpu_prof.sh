@@ -2,7 +2,8 @@
 # One device call for the CUDA backend's speed work (issue 13): build, a few
 # GPU test files, then scripts/gpu_prof.py's probes under each variant of the
 # env switches, and ncu's kernel times. Logs under $OUT (default /tmp/loom-gpu).
-#   usage: bash scripts/gpu_prof.sh [probes|tests|all]   (default all)
+#   usage: bash scripts/gpu_prof.sh [probes|tests|suite|all]   (default all: a few GPU test
+#   files, then the probes; suite: the whole suite with the GPU as default device, then the probes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/loom-gpu}
@@ -22,7 +23,7 @@ echo "build rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
 if [ $rc -ne 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -40; exit $rc; fi
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
-if [ "$what" != "probes" ]; then
+if [ "$what" = "tests" ] || [ "$what" = "all" ]; then
   echo "== GPU tests (${LOOM_PROF_TESTS:-test_cuda_compile.py test_cuda_kernels.py})"
   start=$(date +%s)
   (cd python/tests && timeout ${TESTS_TIMEOUT:-150} $PY -m pytest -q -x -p no:cacheprovider \
@@ -31,27 +32,39 @@ if [ "$what" != "probes" ]; then
   echo "pytest rc=$? in $(( $(date +%s) - start )) s: $(tail -1 "$OUT/pytest.log")" | tee -a "$OUT/summary.txt"
   grep -E "^FAILED|^ERROR|Error" "$OUT/pytest.log" | head -20
 fi
+# The whole suite with the GPU as the default device, as scripts/gpu.sh runs it.
+if [ "$what" = "suite" ]; then
+  echo "== whole suite, default device gpu"
+  start=$(date +%s)
+  (cd python/tests && LOOM_TEST_DEVICE=gpu LOOM_CUDA_FALLBACK_WARN=0 timeout ${SUITE_TIMEOUT:-170} \
+     $PY -m pytest -q --timeout=60 -p no:cacheprovider -n ${SUITE_WORKERS:-14} . ) >"$OUT/pytest_suite_gpu.log" 2>&1
+  echo "suite(gpu) in $(( $(date +%s) - start )) s: $(tail -1 "$OUT/pytest_suite_gpu.log")" | tee -a "$OUT/summary.txt"
+  grep -E "^FAILED|^ERROR" "$OUT/pytest_suite_gpu.log" | head -30 | tee -a "$OUT/summary.txt"
+fi
 [ "$what" = "tests" ] && exit 0
 
 P="timeout 60 $PY scripts/gpu_prof.py"
 {
   echo "== chain (defaults)"; $P chain
-  echo "== chain LOOM_SIGNAL_EACH_TASK=1 LOOM_EVAL_WAIT_WORKER=1 (before this cut)"
-  LOOM_SIGNAL_EACH_TASK=1 LOOM_EVAL_WAIT_WORKER=1 $P chain
-  echo "== chain LOOM_EVAL_WAIT_WORKER=1"; LOOM_EVAL_WAIT_WORKER=1 $P chain
+  echo "== chain (defaults, again)"; $P chain
+  echo "== chain LOOM_CUDA_RUNTIME_LAUNCH=1"; LOOM_CUDA_RUNTIME_LAUNCH=1 $P chain
+  echo "== chain LOOM_SIGNAL_EACH_TASK=1 LOOM_EVAL_WAIT_WORKER=1 LOOM_CUDA_RUNTIME_LAUNCH=1 (signalling of session 6)"
+  LOOM_SIGNAL_EACH_TASK=1 LOOM_EVAL_WAIT_WORKER=1 LOOM_CUDA_RUNTIME_LAUNCH=1 $P chain
   echo "== profile (LOOM_CUDA_PROFILE=1, eval once then each)"; LOOM_CUDA_PROFILE=1 $P chain
   echo "== host"; $P host
   echo "== host LOOM_CUDA_TF32=1"; LOOM_CUDA_TF32=1 $P host
-  for u in ${UNROLLS:-1 2 4}; do echo "== bandwidth LOOM_CUDA_UNROLL=$u"; LOOM_CUDA_UNROLL=$u $P bandwidth; done
+  echo "== bandwidth (defaults)"; $P bandwidth
+  echo "== bandwidth LOOM_GPU_INLINE_MAX_BYTES=65536 (large kernels on the worker, as before)"
+  LOOM_GPU_INLINE_MAX_BYTES=65536 $P bandwidth
 } 2>&1 | tee "$OUT/probes.txt"
 
 if command -v ncu >/dev/null; then
   echo "== ncu (kernel times)"
-  for u in ${NCU_UNROLLS:-1 2}; do
-    LOOM_CUDA_UNROLL=$u timeout 60 ncu --clock-control none -k regex:loom_ --launch-count 6 \
+  for v in ${NCU_VARIANTS:-LOOM_CUDA_FUSED_UNROLL=2 LOOM_CUDA_FUSED_BLOCKS_PER_SM=8 LOOM_CUDA_FUSED_BLOCKS_PER_SM=16}; do
+    env $v timeout 60 ncu --clock-control none -k regex:loom_fused --launch-count 2 \
       --metrics gpu__time_duration.sum,dram__bytes.sum.per_second,launch__grid_size,launch__registers_per_thread \
-      $PY scripts/gpu_prof.py ncu >"$OUT/ncu_u$u.txt" 2>&1
-    echo "unroll $u:"; grep -E "loom_|duration|per_second|grid_size|registers|ERR" "$OUT/ncu_u$u.txt" | head -40
+      $PY scripts/gpu_prof.py ncu >"$OUT/ncu_${v//=/_}.txt" 2>&1
+    echo "$v:"; grep -E "duration|per_second|grid_size|registers|ERR" "$OUT/ncu_${v//=/_}.txt" | head -8
   done
 fi
 cat "$OUT/summary.txt"

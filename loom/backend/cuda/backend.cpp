@@ -233,9 +233,16 @@ class CudaBackend final : public scheduler::DeviceBackend {
     CudaScope scope;
     scope.require(p.name());
     cudaStream_t s = stream_of(p.stream());
-    auto it = kernel_table().find(std::type_index(typeid(p)));
+    std::type_index type(typeid(p));
+    auto it = kernel_table().find(type);
     if (it != kernel_table().end() && it->second(p, inputs, outputs, s)) {
       check(cudaGetLastError(), p.name());
+      return;
+    }
+    if (is_view_type(type, p)) {
+      // Only re-describes an input's buffer: nothing to move, nothing that
+      // blocks, so no held-back signal needs sending first.
+      p.eval_cpu(inputs, outputs);
       return;
     }
     fallback(p, inputs, outputs);
@@ -383,6 +390,15 @@ class CudaBackend final : public scheduler::DeviceBackend {
     }();
     g_sole_stream.store(streams_.size() == 1 && !legacy ? streams_.begin()->second : nullptr,
                         std::memory_order_release);
+  }
+
+  // Per primitive type, once per thread: a broadcast scalar (`x + 1.0`) makes
+  // a view node per op, and the name's string and set lookup cost ~0.3 us.
+  static bool is_view_type(std::type_index type, Primitive& p) {
+    thread_local std::unordered_map<std::type_index, bool> views;
+    auto it = views.find(type);
+    if (it != views.end()) return it->second;
+    return views.emplace(type, is_view_primitive(p.name())).first->second;
   }
 
   // Beyond MLX: a primitive without a GPU kernel runs on the CPU, on this

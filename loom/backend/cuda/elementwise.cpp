@@ -255,7 +255,6 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
   args[nargs++] = &optr;
   args[nargs++] = &n;
   args[nargs++] = &layout;
-  profile::Timer launch_timer(profile::kLaunch);
   size_t units = vec ? ((out.size() + 3) / 4 + unroll - 1) / unroll : out.size();
   launch_elementwise(kernel, units, args, stream);
   return true;
