@@ -105,7 +105,8 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
   }
   // Without strided inputs, four elements per memory access where the dense
   // inputs are aligned for it (outputs are fresh pool blocks, 256-aligned).
-  bool vec = out.size() >= 4 && modes.find('g') == std::string::npos;
+  const bool strided = modes.find('g') != std::string::npos;
+  bool vec = out.size() >= 4 && !strided;
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (modes[k] == 'c')
       vec = vec && reinterpret_cast<uintptr_t>(ptrs[k]) % (4 * inputs[k].itemsize()) == 0;
@@ -148,7 +149,10 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
       src += std::string("const ") + storage_type(inputs[k].dtype()) + "* __restrict__ in" +
              std::to_string(k) + ", ";
     }
-    src += std::string(out_store) + "* __restrict__ out, long long n, loom_layout layout) {\n";
+    // The layout only for strided inputs: its 264 bytes are copied into
+    // the command stream at every launch.
+    src += std::string(out_store) + "* __restrict__ out, long long n" +
+           (strided ? ", loom_layout layout) {\n" : ") {\n");
     src +=
         "  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
         "  const long long step = (long long)gridDim.x * blockDim.x;\n";
@@ -254,7 +258,7 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
   }
   args[nargs++] = &optr;
   args[nargs++] = &n;
-  args[nargs++] = &layout;
+  if (strided) args[nargs++] = &layout;
   size_t units = vec ? ((out.size() + 3) / 4 + unroll - 1) / unroll : out.size();
   launch_elementwise(kernel, units, args, stream);
   return true;
