@@ -334,6 +334,17 @@ int fused_unroll() {
   return u;
 }
 
+// Threads per block of a fused kernel (LOOM_CUDA_FUSED_THREADS: 64 to 1024,
+// a multiple of 32; default 256).
+unsigned fused_threads() {
+  static const unsigned t = [] {
+    const char* v = std::getenv("LOOM_CUDA_FUSED_THREADS");
+    long n = v != nullptr ? std::atol(v) : 256;
+    return n >= 64 && n <= 1024 && n % 32 == 0 ? static_cast<unsigned>(n) : 256u;
+  }();
+  return t;
+}
+
 // LOOM_CUDA_FUSED_BLOCKS_PER_SM=k caps the fused kernel's grid at k blocks
 // per multiprocessor (a grid-stride loop covers the rest); 0: one thread per
 // unit of work.
@@ -454,7 +465,7 @@ bool compiled_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
   for (auto& ptr : ptrs) args.push_back(&ptr);
   args.push_back(&count);
   args.push_back(layout_bytes.data());
-  constexpr unsigned threads = 256;
+  const unsigned threads = fused_threads();
   size_t work = vec ? ((n + 3) / 4 + unroll - 1) / unroll : n;
   // One thread per unit of work keeps the most loads in flight.
   size_t blocks = std::min<size_t>({(work + threads - 1) / threads, 0x7fffffffu, fused_block_cap()});
