@@ -44,6 +44,11 @@ fi
 [ "$what" = "tests" ] && exit 0
 
 P="timeout 60 $PY scripts/gpu_prof.py"
+# PROBES=final: one run of each probe with the defaults (a short call).
+if [ "${PROBES:-}" = "final" ]; then
+  { echo "== chain"; $P chain; echo "== host"; $P host; echo "== bandwidth"; $P bandwidth; } 2>&1 \
+    | tee "$OUT/probes.txt"
+else
 {
   echo "== chain (defaults)"; $P chain
   echo "== chain (defaults, again)"; $P chain
@@ -57,6 +62,7 @@ P="timeout 60 $PY scripts/gpu_prof.py"
   echo "== bandwidth LOOM_GPU_INLINE_MAX_BYTES=65536 (large kernels on the worker, as before)"
   LOOM_GPU_INLINE_MAX_BYTES=65536 $P bandwidth
 } 2>&1 | tee "$OUT/probes.txt"
+fi
 
 if command -v ncu >/dev/null; then
   echo "== ncu (kernel times)"
