@@ -66,7 +66,7 @@ fi
 
 if command -v ncu >/dev/null; then
   echo "== ncu (kernel times)"
-  for v in ${NCU_VARIANTS:-LOOM_CUDA_FUSED_UNROLL=2 LOOM_CUDA_FUSED_BLOCKS_PER_SM=8 LOOM_CUDA_FUSED_BLOCKS_PER_SM=16}; do
+  for v in ${NCU_VARIANTS:-LOOM_CUDA_FUSED_UNROLL=2 LOOM_CUDA_FUSED_MIN_BLOCKS=6 LOOM_CUDA_FUSED_MIN_BLOCKS=8 LOOM_CUDA_FUSED_UNROLL=3 LOOM_CUDA_FUSED_THREADS=128}; do
     env $v timeout 60 ncu --clock-control none -k regex:loom_fused --launch-count 2 \
       --metrics gpu__time_duration.sum,dram__bytes.sum.per_second,launch__grid_size,launch__registers_per_thread \
       $PY scripts/gpu_prof.py ncu >"$OUT/ncu_${v//=/_}.txt" 2>&1

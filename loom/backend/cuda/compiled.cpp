@@ -345,6 +345,17 @@ unsigned fused_threads() {
   return t;
 }
 
+// LOOM_CUDA_FUSED_MIN_BLOCKS=k asks ptxas for k resident blocks per SM
+// (__launch_bounds__); 0, the default: no bound.
+unsigned fused_min_blocks() {
+  static const unsigned k = [] {
+    const char* v = std::getenv("LOOM_CUDA_FUSED_MIN_BLOCKS");
+    long n = v != nullptr ? std::atol(v) : 0;
+    return n > 0 && n <= 32 ? static_cast<unsigned>(n) : 0u;
+  }();
+  return k;
+}
+
 // LOOM_CUDA_FUSED_BLOCKS_PER_SM=k caps the fused kernel's grid at k blocks
 // per multiprocessor (a grid-stride loop covers the rest); 0: one thread per
 // unit of work.
@@ -433,6 +444,16 @@ bool compiled_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
     for (auto& o : outputs) out_dt.push_back(o.dtype());
     std::string src = fused_kernel_source(c, in_dt, modes, out_dt, vec, unroll);
     if (!src.empty()) {
+      if (unsigned k = fused_min_blocks()) {
+        // Fewer registers for more resident blocks (ptxas may spill).
+        const std::string decl = "__global__ void NAME(";
+        size_t at = src.find(decl);
+        if (at != std::string::npos) {
+          src.replace(at, decl.size(),
+                      "__global__ void __launch_bounds__(" + std::to_string(fused_threads()) +
+                          ", " + std::to_string(k) + ") NAME(");
+        }
+      }
       std::string name = hashed_name(src);
       for (size_t pos = 0; (pos = src.find("NAME(", pos)) != std::string::npos;) {
         src.replace(pos, 4, name);
