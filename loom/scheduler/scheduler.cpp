@@ -117,9 +117,11 @@ void StreamWorker::finish_on_caller(bool wait) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (backend_ == nullptr) return;
+    const uint64_t done = timeline_->completed.load(std::memory_order_acquire);
+    if (inline_deferred_ != 0 && done >= inline_deferred_) inline_deferred_ = 0; // covered
+    if (done >= submitted_) return;
     bool launched = queue_.empty() && !busy_ && !inline_active_;
-    if (!(wait && launched && wait_on_caller()) ||
-        timeline_->completed.load(std::memory_order_acquire) >= submitted_) {
+    if (!(wait && launched && wait_on_caller())) {
       if (inline_deferred_ != 0) {
         complete(inline_deferred_);
         inline_deferred_ = 0;
