@@ -15,9 +15,8 @@ void Timeline::wait(uint64_t value) const {
 // thread after an eval), in either order.
 void Timeline::signal(uint64_t value) {
   uint64_t seen = completed.load(std::memory_order_relaxed);
-  while (seen < value &&
-         !completed.compare_exchange_weak(seen, value, std::memory_order_release,
-                                          std::memory_order_relaxed)) {
+  while (seen < value && !completed.compare_exchange_weak(seen, value, std::memory_order_release,
+                                                          std::memory_order_relaxed)) {
   }
   completed.notify_all();
 }

@@ -24,9 +24,9 @@ namespace loom::cuda {
 namespace profile {
 
 namespace {
-const char* const kSlotNames[kSlots] = {"eval (whole GPU node)", "prepare (kernel lookup, args)",
-                                        "alloc (output buffer)", "launch (cudaLaunchKernel)",
-                                        "signal (completion event)", "sync (caller waits)"};
+const char* const kSlotNames[kSlots] = {
+    "eval (whole GPU node)",     "prepare (kernel lookup, args)", "alloc (output buffer)",
+    "launch (cudaLaunchKernel)", "signal (completion event)",     "sync (caller waits)"};
 std::atomic<long long> g_ns[kSlots];
 std::atomic<long long> g_calls[kSlots];
 

@@ -37,8 +37,7 @@ std::string cast_expr(Dtype from, Dtype to, const std::string& x);
 // Empty when an op of the region has no device code form.
 std::string fused_kernel_source(const compile_detail::Compiled& c,
                                 const std::vector<Dtype>& input_dtypes, const std::string& modes,
-                                const std::vector<Dtype>& output_dtypes, bool vec,
-                                int unroll = 1);
+                                const std::vector<Dtype>& output_dtypes, bool vec, int unroll = 1);
 
 // How many four-element accesses a thread of an eager element-wise kernel
 // makes per loop step (LOOM_CUDA_UNROLL, 1 to 8; default 1: x*2 over 1 GiB

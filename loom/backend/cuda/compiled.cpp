@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 
 #include "loom/backend/cuda/codegen.h"
 #include "loom/backend/cuda/cuda.h"
@@ -114,8 +114,7 @@ __device__ __forceinline__ long long loom_foff(long long i, const loom_fused_lay
 
 std::string fused_kernel_source(const compile_detail::Compiled& c,
                                 const std::vector<Dtype>& input_dtypes, const std::string& modes,
-                                const std::vector<Dtype>& output_dtypes, bool vec,
-                                int unroll) {
+                                const std::vector<Dtype>& output_dtypes, bool vec, int unroll) {
   Tape tape;
   tape.dtypes = input_dtypes;
   for (auto& op : c.ops()) tape.dtypes.push_back(op.dtype);
@@ -241,8 +240,8 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
         << call("i" + us + " + e", true, us) << "}\n";
       for (size_t j = 0; j < outputs.size(); ++j) {
         const char* st = storage_type(outputs[j].dtype());
-        k << "      *reinterpret_cast<loom_vec4<" << st << ">*>(out" << j << " + i" << us
-          << ") = b" << j << us << ";\n";
+        k << "      *reinterpret_cast<loom_vec4<" << st << ">*>(out" << j << " + i" << us << ") = b"
+          << j << us << ";\n";
       }
       k << "    }\n";
     }
@@ -489,7 +488,8 @@ bool compiled_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
   const unsigned threads = fused_threads();
   size_t work = vec ? ((n + 3) / 4 + unroll - 1) / unroll : n;
   // One thread per unit of work keeps the most loads in flight.
-  size_t blocks = std::min<size_t>({(work + threads - 1) / threads, 0x7fffffffu, fused_block_cap()});
+  size_t blocks =
+      std::min<size_t>({(work + threads - 1) / threads, 0x7fffffffu, fused_block_cap()});
   launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), args.data(), 0, stream,
                 "cudaLaunchKernel (fused region)");
   return true;

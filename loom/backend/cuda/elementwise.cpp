@@ -47,8 +47,7 @@ const std::string& cached_expr(const ew::OpInfo& info, Dtype dt) {
                  static_cast<uint64_t>(static_cast<int>(dt.val));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  static const std::vector<std::string> names[4] = {
-      {}, {"x0"}, {"x0", "x1"}, {"x0", "x1", "x2"}};
+  static const std::vector<std::string> names[4] = {{}, {"x0"}, {"x0", "x1"}, {"x0", "x1", "x2"}};
   return cache.emplace(key, device_expr(info, dt, names[info.arity])).first->second;
 }
 
@@ -178,10 +177,13 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
     if (vec && unroll > 1) {
       // `unroll` vectors per thread, blockDim apart, all loaded first.
       std::string u_n = std::to_string(unroll);
-      src += "  const long long nv = n / 4;\n"
-             "  const long long vstep = (long long)gridDim.x * blockDim.x * " + u_n + ";\n"
-             "  for (long long j0 = (long long)blockIdx.x * blockDim.x * " + u_n +
-             " + threadIdx.x; j0 < nv; j0 += vstep) {\n";
+      src +=
+          "  const long long nv = n / 4;\n"
+          "  const long long vstep = (long long)gridDim.x * blockDim.x * " +
+          u_n +
+          ";\n"
+          "  for (long long j0 = (long long)blockIdx.x * blockDim.x * " +
+          u_n + " + threadIdx.x; j0 < nv; j0 += vstep) {\n";
       for (int u = 0; u < unroll; ++u) {
         std::string us = std::to_string(u);
         src += "    const long long j_" + us + " = j0 + " + us + " * (long long)blockDim.x;\n";
@@ -197,8 +199,9 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
         std::string us = std::to_string(u);
         std::string body = loads("j_" + us + " * 4 + e", true, "_" + us);
         src += "    if (j_" + us + " < nv) {\n      const long long i = j_" + us + " * 4;\n" +
-               "      loom_vec4<" + out_store + "> b;\n#pragma unroll\n      for (int e = 0; e < 4; ++e) { " +
-               body + "loom_st(&b.v[e], " + value + "); }\n" + "      *reinterpret_cast<loom_vec4<" +
+               "      loom_vec4<" + out_store +
+               "> b;\n#pragma unroll\n      for (int e = 0; e < 4; ++e) { " + body +
+               "loom_st(&b.v[e], " + value + "); }\n" + "      *reinterpret_cast<loom_vec4<" +
                out_store + ">*>(out + i) = b;\n    }\n";
       }
       src += "  }\n";
