@@ -361,7 +361,10 @@ TEST(CudaScheduling, HeldBackSignalsAndWaitsOnTheEvaluatingThread) {
   for (int i = 0; i < 30; ++i) z = multiply(z, array(1.0f), s);
   async_eval({z});
   float seen = 0.0f;
-  std::thread t([&] { seen = z.item<float>(); });
+  std::thread t([&] {
+    z.eval();
+    seen = z.data<float>()[15];
+  });
   t.join();
   EXPECT_EQ(seen, 150.0f);
   synchronize(s);
