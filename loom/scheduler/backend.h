@@ -37,6 +37,10 @@ class DeviceBackend {
   // stream means kernel completion.
   virtual void signal_when_done(const Stream& stream, const std::shared_ptr<Timeline>& timeline,
                                 uint64_t value) = 0;
+  // Waits, on the calling thread, until all work enqueued on `stream` so far
+  // has completed on the device; false when it cannot (the caller then waits
+  // for the timeline as usual).
+  virtual bool synchronize(const Stream& stream) { return false; }
   virtual void stream_created(const Stream& stream) = 0;
   // The stream's worker has drained; its device queue may be destroyed.
   virtual void stream_destroyed(const Stream& stream) = 0;

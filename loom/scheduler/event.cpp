@@ -10,8 +10,14 @@ void Timeline::wait(uint64_t value) const {
   }
 }
 
+// Monotonic: a device stream's timeline may be signalled by its completion
+// thread and by a thread that waited for the device itself (the evaluating
+// thread after an eval), in either order.
 void Timeline::signal(uint64_t value) {
-  completed.store(value, std::memory_order_release);
+  uint64_t seen = completed.load(std::memory_order_relaxed);
+  while (seen < value && !completed.compare_exchange_weak(seen, value, std::memory_order_release,
+                                                          std::memory_order_relaxed)) {
+  }
   completed.notify_all();
 }
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -27,6 +28,8 @@ StreamWorker::StreamWorker(Stream stream)
 StreamWorker::~StreamWorker() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (inline_deferred_ != 0) complete(inline_deferred_);
+    inline_deferred_ = 0;
     stop_ = true;
   }
   cv_.notify_one();
@@ -59,9 +62,83 @@ void StreamWorker::synchronize() {
   uint64_t target;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (inline_deferred_ != 0) {
+      complete(inline_deferred_);
+      inline_deferred_ = 0;
+    }
     target = submitted_;
   }
   timeline_->wait(target);
+}
+
+namespace {
+
+// Workers holding back the signal of a task this thread ran inline. Their
+// eval_impl keeps them alive and sends the signals before it returns.
+thread_local std::vector<StreamWorker*> t_inline_held;
+
+bool signal_each_task() {
+  static const bool each = [] {
+    const char* v = std::getenv("LOOM_SIGNAL_EACH_TASK");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return each;
+}
+
+// LOOM_EVAL_WAIT_WORKER=1: eval waits for the completion thread's signal
+// even when it could wait for the device itself (to compare).
+bool wait_on_caller() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_EVAL_WAIT_WORKER");
+    return v == nullptr || std::string(v) != "1";
+  }();
+  return on;
+}
+
+void flush_inline_held() {
+  if (t_inline_held.empty()) return;
+  auto held = std::move(t_inline_held);
+  t_inline_held.clear();
+  for (StreamWorker* w : held) w->flush_inline();
+}
+
+} // namespace
+
+void StreamWorker::flush_inline() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (inline_deferred_ != 0) {
+    complete(inline_deferred_);
+    inline_deferred_ = 0;
+  }
+}
+
+void StreamWorker::finish_on_caller(bool wait) {
+  uint64_t target = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (backend_ == nullptr) return;
+    const uint64_t done = timeline_->completed.load(std::memory_order_acquire);
+    if (inline_deferred_ != 0 && done >= inline_deferred_) inline_deferred_ = 0; // covered
+    if (done >= submitted_) return;
+    bool launched = queue_.empty() && !busy_ && !inline_active_;
+    if (!(wait && launched && wait_on_caller())) {
+      if (inline_deferred_ != 0) {
+        complete(inline_deferred_);
+        inline_deferred_ = 0;
+      }
+      return;
+    }
+    target = submitted_;
+  }
+  // Every task up to `target` has enqueued its device work: once the device
+  // has drained the stream, they are all complete.
+  if (backend_->synchronize(stream_)) {
+    timeline_->signal(target);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (inline_deferred_ <= target) inline_deferred_ = 0;
+    return;
+  }
+  flush_inline();
 }
 
 bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
@@ -82,8 +159,15 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     inline_active_ = false;
-    // Under the lock: the worker's next signal is queued after this one.
-    complete(seq);
+    if (backend_ != nullptr && !signal_each_task()) {
+      // Held back: the next inline task's signal, or the worker's, covers
+      // it (completion is monotonic); the evaluating thread sends the last.
+      if (inline_deferred_ == 0) t_inline_held.push_back(this);
+      inline_deferred_ = seq;
+    } else {
+      // Under the lock: the worker's next signal is queued after this one.
+      complete(seq);
+    }
     queued_meanwhile = !queue_.empty();
   }
   // Work queued by another thread meanwhile waited for this task. Waking the
@@ -96,14 +180,6 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
 
 namespace {
 thread_local StreamWorker* t_worker = nullptr;
-
-bool signal_each_task() {
-  static const bool each = [] {
-    const char* v = std::getenv("LOOM_SIGNAL_EACH_TASK");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return each;
-}
 } // namespace
 
 void StreamWorker::flush_deferred() {
@@ -115,6 +191,7 @@ void StreamWorker::flush_deferred() {
 
 void flush_stream_signals() {
   if (t_worker != nullptr) t_worker->flush_deferred();
+  flush_inline_held();
 }
 
 void StreamWorker::loop() {
@@ -273,6 +350,8 @@ std::vector<PendingNode> collect_and_claim(const std::vector<array>& outputs) {
 // thread gave its claim up (its scheduling failed), this one schedules it.
 void await_foreign_claim(const array& in) {
   if (in.status() != Status::claimed) return;
+  // The other thread may be waiting for a signal this one holds back.
+  flush_inline_held();
   if (in.wait_while(Status::claimed) == Status::unscheduled) {
     async_eval({in});
     await_foreign_claim(in);
@@ -282,6 +361,18 @@ void await_foreign_claim(const array& in) {
 // Outputs at most this large run on the evaluating thread when their stream
 // is idle: a hand-off to the worker costs more than such a kernel.
 constexpr size_t kInlineBytes = 1 << 16;
+
+// On a device stream a task only enqueues device work, whatever its size:
+// launching it on the evaluating thread saves the worker's wake-up (tens of
+// us) for large kernels too. LOOM_GPU_INLINE_MAX_BYTES sets a limit (to
+// compare with the CPU's rule).
+size_t device_inline_bytes() {
+  static const size_t limit = [] {
+    const char* v = std::getenv("LOOM_GPU_INLINE_MAX_BYTES");
+    return v != nullptr ? static_cast<size_t>(std::strtoull(v, nullptr, 10)) : SIZE_MAX;
+  }();
+  return limit;
+}
 
 void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   auto& node = pending.node;
@@ -310,7 +401,8 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   for (auto& o : outputs) bytes += o.nbytes();
   std::function<void()> task = [node, outputs, waits]() mutable { run_node(node, outputs, waits); };
   Event done;
-  if (!(may_run_inline && waits.empty() && bytes <= kInlineBytes &&
+  const size_t inline_limit = worker.on_device() ? device_inline_bytes() : kInlineBytes;
+  if (!(may_run_inline && waits.empty() && bytes <= inline_limit &&
         worker.try_run_inline(task, done))) {
     done = worker.submit(std::move(task));
   }
@@ -353,6 +445,7 @@ void eval_impl(std::vector<array> outputs, bool wait) {
         }
         if (get_active_memory() > limit) {
           // Over the limit: let in-flight work finish and free its buffers.
+          flush_inline_held();
           for (auto& w : used) w->synchronize();
         }
         auto w = worker_for(nodes[i].node->primitive->stream());
@@ -364,6 +457,7 @@ void eval_impl(std::vector<array> outputs, bool wait) {
         nodes[i].node.reset();
       }
     } catch (...) {
+      flush_inline_held();
       // Give up the claims not scheduled, so that no other thread waits on
       // them forever.
       for (auto& p : nodes) {
@@ -371,6 +465,11 @@ void eval_impl(std::vector<array> outputs, bool wait) {
       }
       throw;
     }
+    // Device streams whose work is all launched: an eval waits for the
+    // device here rather than for a completion thread's wake-up; otherwise
+    // the held-back signals of inline tasks go out now.
+    for (auto& w : used) w->finish_on_caller(wait);
+    flush_inline_held();
   }
   if (!wait) return;
   std::exception_ptr first_error;

@@ -43,12 +43,23 @@ class StreamWorker {
   // Waits until every task submitted so far has run.
   void synchronize();
   const Stream& stream() const { return stream_; }
+  bool on_device() const { return backend_ != nullptr; }
   const std::shared_ptr<Timeline>& timeline() const { return timeline_; }
   // A device stream's completion signal may be held back while more tasks
   // are queued (one signal then covers the run: completion is monotonic).
   // The worker sends it before it blocks on anything, so no wait can depend
   // on a held-back signal. Called on the worker's own thread.
   void flush_deferred();
+  // Device streams: a task run inline holds its completion signal back (one
+  // event then covers a run of inline tasks); the evaluating thread sends it
+  // once its graph is scheduled, or before it blocks (flush_stream_signals),
+  // and synchronize() sends it for any thread. Any thread may call it.
+  void flush_inline();
+  // After an eval's scheduling: when every task submitted so far has been
+  // launched, waits for the device on the calling thread and signals the
+  // timeline itself (no completion round trip through another thread).
+  // Otherwise sends the held-back inline signal as flush_inline does.
+  void finish_on_caller(bool wait);
 
  private:
   void loop();
@@ -68,6 +79,7 @@ class StreamWorker {
   };
   std::deque<QueuedTask> queue_;
   uint64_t submitted_ = 0;
+  uint64_t inline_deferred_ = 0; // a held-back inline task's signal (device streams)
   bool inline_active_ = false;
   bool busy_ = false; // the worker runs a task or holds its signal (device streams)
   bool stop_ = false;

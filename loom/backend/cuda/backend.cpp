@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <iostream>
@@ -19,6 +20,49 @@
 #include "loom/scheduler/scheduler.h"
 
 namespace loom::cuda {
+
+namespace profile {
+
+namespace {
+const char* const kSlotNames[kSlots] = {
+    "eval (whole GPU node)",     "prepare (kernel lookup, args)", "alloc (output buffer)",
+    "launch (cudaLaunchKernel)", "signal (completion event)",     "sync (caller waits)"};
+std::atomic<long long> g_ns[kSlots];
+std::atomic<long long> g_calls[kSlots];
+
+void report() {
+  std::fprintf(stderr, "[loom cuda profile] slot: calls, mean us\n");
+  for (int i = 0; i < kSlots; ++i) {
+    long long c = g_calls[i].load();
+    if (c == 0) continue;
+    std::fprintf(stderr, "  %-32s %10lld %9.3f\n", kSlotNames[i], c,
+                 static_cast<double>(g_ns[i].load()) / 1e3 / static_cast<double>(c));
+  }
+}
+} // namespace
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CUDA_PROFILE");
+    bool yes = v != nullptr && std::string(v) == "1";
+    if (yes) std::atexit(report);
+    return yes;
+  }();
+  return on;
+}
+
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void add(Slot slot, long long ns) {
+  g_ns[slot].fetch_add(ns, std::memory_order_relaxed);
+  g_calls[slot].fetch_add(1, std::memory_order_relaxed);
+}
+
+} // namespace profile
 
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
@@ -185,12 +229,20 @@ class CudaBackend final : public scheduler::DeviceBackend {
   int device_count() const override { return count_; }
 
   void eval(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    profile::Timer timer(profile::kEval);
     CudaScope scope;
     scope.require(p.name());
     cudaStream_t s = stream_of(p.stream());
-    auto it = kernel_table().find(std::type_index(typeid(p)));
+    std::type_index type(typeid(p));
+    auto it = kernel_table().find(type);
     if (it != kernel_table().end() && it->second(p, inputs, outputs, s)) {
       check(cudaGetLastError(), p.name());
+      return;
+    }
+    if (is_view_type(type, p)) {
+      // Only re-describes an input's buffer: nothing to move, nothing that
+      // blocks, so no held-back signal needs sending first.
+      p.eval_cpu(inputs, outputs);
       return;
     }
     fallback(p, inputs, outputs);
@@ -198,6 +250,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
 
   void signal_when_done(const Stream& stream, const std::shared_ptr<scheduler::Timeline>& timeline,
                         uint64_t value) override {
+    profile::Timer timer(profile::kSignal);
     CudaScope scope;
     if (!scope.open()) {
       timeline->signal(value); // exiting: no kernel of this stream runs any more
@@ -222,6 +275,24 @@ class CudaBackend final : public scheduler::DeviceBackend {
       cudaGetLastError();
       Signal::fire(payload);
     }
+  }
+
+  bool synchronize(const Stream& stream) override {
+    profile::Timer timer(profile::kSync);
+    CudaScope scope;
+    if (!scope.open()) return false;
+    cudaStream_t s = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = streams_.find(stream.index);
+      if (it == streams_.end()) return false;
+      s = it->second;
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess) {
+      cudaGetLastError(); // the completion thread's signal still comes
+      return false;
+    }
+    return true;
   }
 
   void stream_created(const Stream& stream) override {
@@ -319,6 +390,15 @@ class CudaBackend final : public scheduler::DeviceBackend {
     }();
     g_sole_stream.store(streams_.size() == 1 && !legacy ? streams_.begin()->second : nullptr,
                         std::memory_order_release);
+  }
+
+  // Per primitive type, once per thread: a broadcast scalar (`x + 1.0`) makes
+  // a view node per op, and the name's string and set lookup cost ~0.3 us.
+  static bool is_view_type(std::type_index type, Primitive& p) {
+    thread_local std::unordered_map<std::type_index, bool> views;
+    auto it = views.find(type);
+    if (it != views.end()) return it->second;
+    return views.emplace(type, is_view_primitive(p.name())).first->second;
   }
 
   // Beyond MLX: a primitive without a GPU kernel runs on the CPU, on this

@@ -73,4 +73,23 @@ int current_device();
 // Compute capability of GPU `index`, e.g. 90.
 int compute_capability(int index);
 
+// Host-side timers (LOOM_CUDA_PROFILE=1): where a small op's microseconds go.
+// Totals per slot (calls, mean) print to stderr at exit.
+namespace profile {
+enum Slot { kEval, kPrepare, kAlloc, kLaunch, kSignal, kSync, kSlots };
+bool enabled();
+void add(Slot slot, long long ns);
+long long now_ns();
+struct Timer {
+  explicit Timer(Slot s) : slot(s), start(enabled() ? now_ns() : -1) {}
+  ~Timer() { stop(); }
+  void stop() {
+    if (start >= 0) add(slot, now_ns() - start);
+    start = -1;
+  }
+  Slot slot;
+  long long start;
+};
+} // namespace profile
+
 } // namespace loom::cuda

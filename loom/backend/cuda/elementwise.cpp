@@ -5,6 +5,7 @@
 // CPU fallback.
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
 #include "loom/backend/cuda/codegen.h"
 #include "loom/backend/cuda/cuda.h"
@@ -38,13 +39,40 @@ char layout_mode(const array& a) {
   return 'g';
 }
 
+// The table's code form of `info` for `dt`, built once per thread: the
+// string work cost about a microsecond per launch of a tiny op.
+const std::string& cached_expr(const ew::OpInfo& info, Dtype dt) {
+  thread_local std::unordered_map<uint64_t, std::string> cache;
+  uint64_t key = (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&info)) << 8) ^
+                 static_cast<uint64_t>(static_cast<int>(dt.val));
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  static const std::vector<std::string> names[4] = {{}, {"x0"}, {"x0", "x1"}, {"x0", "x1", "x2"}};
+  return cache.emplace(key, device_expr(info, dt, names[info.arity])).first->second;
+}
+
+// A generated kernel's identity without building its name: the op's tag
+// (a string with static storage), the dtypes, the input modes and vec.
+struct KernelKey {
+  const char* tag;
+  uint64_t rest;
+  bool operator==(const KernelKey& o) const { return tag == o.tag && rest == o.rest; }
+};
+struct KernelKeyHash {
+  size_t operator()(const KernelKey& k) const {
+    return std::hash<const void*>()(k.tag) * 31 + std::hash<uint64_t>()(k.rest);
+  }
+};
+
 // Generates, builds and launches `out = expr(inputs)`; false when the case
-// has no GPU path (the caller falls back to the CPU).
+// has no GPU path (the caller falls back to the CPU). `tag` has static
+// storage (it keys the kernel cache).
 // With `keep_layout`, a one-input op over a dense input in any order (a
 // transposed matrix) writes its output in that same order, as the CPU does.
-bool run_generated(const std::string& tag, const std::string& expr,
-                   const std::vector<array>& inputs, array& out, cudaStream_t stream,
-                   bool keep_layout = false) {
+bool run_generated(const char* tag, const std::string& expr, const std::vector<array>& inputs,
+                   array& out, cudaStream_t stream, bool keep_layout = false) {
+  profile::Timer prepare(profile::kPrepare);
+  if (inputs.size() > 3) return false;
   const char* out_store = storage_type(out.dtype());
   if (out_store == nullptr || out.ndim() > 8) return false;
   for (auto& in : inputs) {
@@ -64,28 +92,45 @@ bool run_generated(const std::string& tag, const std::string& expr,
   }
 
   // A pointer per input, or for 'v' the element's bits.
-  std::vector<void*> ptrs;
-  std::vector<unsigned long long> values(inputs.size(), 0);
+  void* ptrs[3] = {nullptr, nullptr, nullptr};
+  unsigned long long values[3] = {0, 0, 0};
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (modes[k] == 'v') {
       const char* host = static_cast<const char*>(inputs[k].data_shared_ptr()->ptr());
       std::memcpy(&values[k], host + inputs[k].offset(), inputs[k].itemsize());
-      ptrs.push_back(nullptr);
     } else {
-      ptrs.push_back(const_cast<void*>(device_data(inputs[k], stream)));
+      ptrs[k] = const_cast<void*>(device_data(inputs[k], stream));
     }
   }
   // Without strided inputs, four elements per memory access where the dense
   // inputs are aligned for it (outputs are fresh pool blocks, 256-aligned).
-  bool vec = out.size() >= 4 && modes.find('g') == std::string::npos;
+  const bool strided = modes.find('g') != std::string::npos;
+  bool vec = out.size() >= 4 && !strided;
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (modes[k] == 'c')
       vec = vec && reinterpret_cast<uintptr_t>(ptrs[k]) % (4 * inputs[k].itemsize()) == 0;
   }
 
-  std::string name = "loom_" + tag + "_" + std::to_string(static_cast<int>(out.dtype().val));
-  for (auto& in : inputs) name += "_" + std::to_string(static_cast<int>(in.dtype().val));
-  name += "_" + modes + (vec ? "_v4" : "");
+  const int unroll = vec ? vector_unroll() : 1;
+  uint64_t rest = static_cast<uint64_t>(static_cast<int>(out.dtype().val)) | (vec ? 1ull << 8 : 0);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    rest |= static_cast<uint64_t>(static_cast<int>(inputs[k].dtype().val) & 0xff) << (16 + 8 * k);
+    rest |= static_cast<uint64_t>(static_cast<unsigned char>(modes[k])) << (40 + 8 * k);
+  }
+  rest |= static_cast<uint64_t>(inputs.size()) << 12;
+  rest |= static_cast<uint64_t>(current_device() & 0x7) << 9;
+  thread_local std::unordered_map<KernelKey, cudaKernel_t, KernelKeyHash> kernels;
+  KernelKey key{tag, rest};
+  auto found = kernels.find(key);
+  cudaKernel_t kernel = found != kernels.end() ? found->second : nullptr;
+
+  std::string name;
+  if (kernel == nullptr) {
+    name = std::string("loom_") + tag + "_" + std::to_string(static_cast<int>(out.dtype().val));
+    for (auto& in : inputs) name += "_" + std::to_string(static_cast<int>(in.dtype().val));
+    name += "_" + modes + (vec ? "_v4" : "");
+    if (vec && unroll > 1) name += "_u" + std::to_string(unroll);
+  }
 
   auto make_source = [&] {
     std::string src = jit_prelude();
@@ -103,12 +148,15 @@ bool run_generated(const std::string& tag, const std::string& expr,
       src += std::string("const ") + storage_type(inputs[k].dtype()) + "* __restrict__ in" +
              std::to_string(k) + ", ";
     }
-    src += std::string(out_store) + "* __restrict__ out, long long n, loom_layout layout) {\n";
+    // The layout only for strided inputs: its 264 bytes are copied into
+    // the command stream at every launch.
+    src += std::string(out_store) + "* __restrict__ out, long long n" +
+           (strided ? ", loom_layout layout) {\n" : ") {\n");
     src +=
         "  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
         "  const long long step = (long long)gridDim.x * blockDim.x;\n";
     // x_k = element `at` of input k; `vec_elem`: from the loaded vector a_k.
-    auto loads = [&](const std::string& at, bool from_vec) {
+    auto loads = [&](const std::string& at, bool from_vec, const std::string& sfx = "") {
       std::string l;
       for (size_t k = 0; k < inputs.size(); ++k) {
         std::string ks = std::to_string(k);
@@ -118,7 +166,7 @@ bool run_generated(const std::string& tag, const std::string& expr,
                 ? std::string("loom_bits<") + storage_type(inputs[k].dtype()) + ">(v" + ks + ")"
             : modes[k] == 's' ? "in" + ks + "[0]"
             : modes[k] == 'g' ? "in" + ks + "[loom_offset(" + at + ", layout, " + ks + ")]"
-            : from_vec        ? "a" + ks + ".v[e]"
+            : from_vec        ? "a" + ks + sfx + ".v[e]"
                               : "in" + ks + "[" + at + "]";
         l += std::string(ct) + " x" + ks + " = (" + ct + ")loom_ld(" + val + "); ";
       }
@@ -126,7 +174,39 @@ bool run_generated(const std::string& tag, const std::string& expr,
     };
     std::string value = std::string("(") + compute_type(out.dtype()) + ")(" + expr + ")";
     std::string first = "0";
-    if (vec) {
+    if (vec && unroll > 1) {
+      // `unroll` vectors per thread, blockDim apart, all loaded first.
+      std::string u_n = std::to_string(unroll);
+      src +=
+          "  const long long nv = n / 4;\n"
+          "  const long long vstep = (long long)gridDim.x * blockDim.x * " +
+          u_n +
+          ";\n"
+          "  for (long long j0 = (long long)blockIdx.x * blockDim.x * " +
+          u_n + " + threadIdx.x; j0 < nv; j0 += vstep) {\n";
+      for (int u = 0; u < unroll; ++u) {
+        std::string us = std::to_string(u);
+        src += "    const long long j_" + us + " = j0 + " + us + " * (long long)blockDim.x;\n";
+        for (size_t k = 0; k < inputs.size(); ++k) {
+          if (modes[k] != 'c') continue;
+          std::string st = storage_type(inputs[k].dtype()), ks = std::to_string(k);
+          src += "    loom_vec4<" + st + "> a" + ks + "_" + us + " = {};\n    if (j_" + us +
+                 " < nv) a" + ks + "_" + us + " = *reinterpret_cast<const loom_vec4<" + st +
+                 ">*>(in" + ks + " + j_" + us + " * 4);\n";
+        }
+      }
+      for (int u = 0; u < unroll; ++u) {
+        std::string us = std::to_string(u);
+        std::string body = loads("j_" + us + " * 4 + e", true, "_" + us);
+        src += "    if (j_" + us + " < nv) {\n      const long long i = j_" + us + " * 4;\n" +
+               "      loom_vec4<" + out_store +
+               "> b;\n#pragma unroll\n      for (int e = 0; e < 4; ++e) { " + body +
+               "loom_st(&b.v[e], " + value + "); }\n" + "      *reinterpret_cast<loom_vec4<" +
+               out_store + ">*>(out + i) = b;\n    }\n";
+      }
+      src += "  }\n";
+      first = "nv * 4";
+    } else if (vec) {
       src +=
           "  const long long nv = n / 4;\n"
           "  for (long long j = tid; j < nv; j += step) {\n"
@@ -149,7 +229,10 @@ bool run_generated(const std::string& tag, const std::string& expr,
 
     return src;
   };
-  cudaKernel_t kernel = jit_kernel(name, make_source);
+  if (kernel == nullptr) {
+    kernel = jit_kernel(name, make_source);
+    kernels.emplace(key, kernel);
+  }
 
   loom_layout_host layout{};
   layout.ndim = out.ndim();
@@ -158,7 +241,9 @@ bool run_generated(const std::string& tag, const std::string& expr,
     if (modes[k] != 'g') continue;
     for (int d = 0; d < out.ndim(); ++d) layout.strides[k][d] = inputs[k].strides(d);
   }
+  prepare.stop();
   void* optr;
+  profile::Timer alloc_timer(profile::kAlloc);
   if (keep_layout) {
     auto& pool = device_pool(current_device());
     out.set_data(std::make_shared<allocator::Data>(pool.malloc(out.nbytes()), &pool),
@@ -167,22 +252,25 @@ bool run_generated(const std::string& tag, const std::string& expr,
   } else {
     optr = alloc_output(out);
   }
+  alloc_timer.stop();
   long long n = static_cast<long long>(out.size());
-  std::vector<void*> args;
+  void* args[6];
+  size_t nargs = 0;
   for (size_t k = 0; k < inputs.size(); ++k) {
-    args.push_back(modes[k] == 'v' ? static_cast<void*>(&values[k]) : &ptrs[k]);
+    args[nargs++] = modes[k] == 'v' ? static_cast<void*>(&values[k]) : &ptrs[k];
   }
-  args.push_back(&optr);
-  args.push_back(&n);
-  args.push_back(&layout);
-  launch_elementwise(kernel, vec ? (out.size() + 3) / 4 : out.size(), args.data(), stream);
+  args[nargs++] = &optr;
+  args[nargs++] = &n;
+  if (strided) args[nargs++] = &layout;
+  size_t units = vec ? ((out.size() + 3) / 4 + unroll - 1) / unroll : out.size();
+  launch_elementwise(kernel, units, args, stream);
   return true;
 }
 
 bool unary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                   cudaStream_t s) {
   auto op = static_cast<Unary&>(p).op();
-  std::string expr = device_expr(ew::info(op), inputs[0].dtype(), {"x0"});
+  const std::string& expr = cached_expr(ew::info(op), inputs[0].dtype());
   if (expr.empty()) return false;
   return run_generated(ew::info(op).name, expr, inputs, outputs[0], s, true);
 }
@@ -191,7 +279,7 @@ bool binary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<a
                    cudaStream_t s) {
   auto op = static_cast<Binary&>(p).op();
   if (inputs[0].dtype() != inputs[1].dtype()) return false;
-  std::string expr = device_expr(ew::info(op), inputs[0].dtype(), {"x0", "x1"});
+  const std::string& expr = cached_expr(ew::info(op), inputs[0].dtype());
   if (expr.empty()) return false;
   return run_generated(ew::info(op).name, expr, inputs, outputs[0], s);
 }
@@ -199,8 +287,7 @@ bool binary_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<a
 bool select_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                    cudaStream_t s) {
   if (inputs[1].dtype() != inputs[2].dtype()) return false;
-  std::string expr =
-      device_expr(ew::info(TernaryOp::Select), inputs[1].dtype(), {"x0", "x1", "x2"});
+  const std::string& expr = cached_expr(ew::info(TernaryOp::Select), inputs[1].dtype());
   if (expr.empty()) return false;
   return run_generated("Select", expr, inputs, outputs[0], s);
 }

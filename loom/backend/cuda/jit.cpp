@@ -1,5 +1,6 @@
 #include "loom/backend/cuda/jit.h"
 
+#include <cuda.h>
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <unistd.h>
@@ -176,15 +177,93 @@ cudaKernel_t jit_kernel(const std::string& kernel_name,
   return k;
 }
 
+int vector_unroll() {
+  static const int u = [] {
+    const char* v = std::getenv("LOOM_CUDA_UNROLL");
+    int n = v != nullptr ? std::atoi(v) : 1;
+    return n >= 1 && n <= 8 ? n : 1;
+  }();
+  return u;
+}
+
+namespace {
+
+// Driver entry points fetched through the runtime (libcuda is not linked:
+// the runtime finds it at run time). Null when unavailable or switched off.
+struct DriverLaunch {
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void**, void**);
+  using GetFunction = CUresult (*)(CUfunction*, CUkernel);
+  Launch launch = nullptr;
+  GetFunction get_function = nullptr;
+};
+
+const DriverLaunch& driver_launch() {
+  static const DriverLaunch d = [] {
+    DriverLaunch r;
+    const char* v = std::getenv("LOOM_CUDA_RUNTIME_LAUNCH");
+    if (v != nullptr && std::string(v) == "1") return r;
+    void* launch = nullptr;
+    void* get = nullptr;
+    cudaDriverEntryPointQueryResult q1 = cudaDriverEntryPointSymbolNotFound, q2 = q1;
+    if (cudaGetDriverEntryPointByVersion("cuLaunchKernel", &launch, 12000, cudaEnableDefault,
+                                         &q1) == cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuKernelGetFunction", &get, 12000, cudaEnableDefault,
+                                         &q2) == cudaSuccess &&
+        q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess) {
+      r.launch = reinterpret_cast<DriverLaunch::Launch>(launch);
+      r.get_function = reinterpret_cast<DriverLaunch::GetFunction>(get);
+    }
+    cudaGetLastError();
+    return r;
+  }();
+  return d;
+}
+
+// The kernel's function in the calling thread's current context (one per
+// device: the primary contexts), resolved once per thread.
+CUfunction function_for(cudaKernel_t kernel, const DriverLaunch& d) {
+  thread_local std::unordered_map<const void*, CUfunction> cache;
+  int dev = current_device();
+  const void* key = reinterpret_cast<const char*>(kernel) + dev; // kernels are far apart
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  CUfunction f = nullptr;
+  if (d.get_function(&f, reinterpret_cast<CUkernel>(kernel)) != CUDA_SUCCESS) return nullptr;
+  cache.emplace(key, f);
+  return f;
+}
+
+} // namespace
+
+void launch_kernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes,
+                   cudaStream_t stream, const char* what) {
+  profile::Timer timer(profile::kLaunch);
+  const DriverLaunch& d = driver_launch();
+  if (d.launch != nullptr) {
+    if (CUfunction f = function_for(kernel, d)) {
+      if (d.launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                   static_cast<unsigned>(shared_bytes), reinterpret_cast<CUstream>(stream), args,
+                   nullptr) == CUDA_SUCCESS) {
+        return;
+      }
+    }
+    // The runtime's launch reports the error (or succeeds where the driver
+    // path could not, e.g. no current context yet).
+  }
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, shared_bytes,
+                         stream),
+        what);
+}
+
 void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t stream) {
   if (n == 0) return;
   constexpr unsigned threads = 256;
   // One thread per unit of work (many loads in flight); a grid-stride loop
   // covers what is beyond the grid limit.
   size_t blocks = std::min<size_t>((n + threads - 1) / threads, 0x7fffffffu);
-  check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
-                         dim3(threads), args, 0, stream),
-        "cudaLaunchKernel");
+  launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), args, 0, stream,
+                "cudaLaunchKernel");
 }
 
 const char* jit_prelude() {

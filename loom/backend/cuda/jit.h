@@ -15,6 +15,13 @@ namespace loom::cuda {
 cudaKernel_t jit_kernel(const std::string& kernel_name,
                         const std::function<std::string()>& make_source);
 
+// Launches `kernel` on the current device: through the driver's
+// cuLaunchKernel with the kernel's function for this context, resolved once
+// (the runtime's cudaLaunchKernel on a library kernel measured ~4 us per
+// launch on an H200); LOOM_CUDA_RUNTIME_LAUNCH=1 uses the runtime's.
+void launch_kernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes,
+                   cudaStream_t stream, const char* what);
+
 // Launches a grid-stride element-wise kernel over `n` elements.
 void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t stream);
 
