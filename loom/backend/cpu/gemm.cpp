@@ -153,6 +153,12 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* a
     gemv_product<T>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_f32_native_suits(M, N, K)) {
+      gemm_f32_native(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
+  }
   const double work = static_cast<double>(M) * N * K;
   if (num_threads() == 1 || work < kParallelProduct || in_parallel_region()) {
     blas_gemm<T>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);

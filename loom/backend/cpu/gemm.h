@@ -9,6 +9,8 @@
 // panel repacks the other operand, so this repacks the smaller one), one single-threaded BLAS
 // call per panel, spread over Loom's intra-op pool. Inside a parallel region
 // (attention heads, a batch of small products) a call runs on its thread.
+// On CPUs with AVX-512F, float32 products whose op(B) fits 16 MB run Loom's
+// own kernel instead (gemm_f32.cpp): it packs op(B) once for all threads.
 #pragma once
 
 #include <complex>
@@ -31,6 +33,16 @@ extern template void gemm<std::complex<float>>(bool, bool, int64_t, int64_t, int
                                                std::complex<float>, const std::complex<float>*,
                                                int64_t, const std::complex<float>*, int64_t,
                                                std::complex<float>, std::complex<float>*, int64_t);
+
+// float32 products through Loom's own AVX-512 kernel (gemm_f32.cpp), which
+// gemm<float> takes where it suits: a CPU with AVX-512F, M and N of at least
+// 2, and op(B) of at most 16 MB (it is packed whole, once, for all threads).
+bool gemm_f32_native_suits(int64_t M, int64_t N, int64_t K);
+void gemm_f32_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// Turns the native float32 kernel off (0: every product through OpenBLAS) or
+// on (1), for tests of both paths; returns the previous setting.
+int gemm_f32_native_cap(int level);
 
 // bfloat16 operands (raw bits), float32 result, float32 accumulation:
 // C = op(A) op(B). A native AVX-512 BF16 kernel where the CPU has one,

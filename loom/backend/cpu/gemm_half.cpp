@@ -8,7 +8,8 @@
 // those of a BLIS-style GEMM (a packed block of A in L2, B's micro-panels
 // streamed past it), with a long k block: every k block ends by adding its
 // tiles into C (a strided read-modify-write of C), and fewer of those
-// measured faster than keeping a micro-panel of B within L1.
+// measured faster than keeping a micro-panel of B within L1. A product split
+// over the pool packs op(B) once for all its panels (up to 16 MB of it).
 // The instruction flushes subnormal inputs and results to zero (Intel SDM,
 // VDPBF16PS); everything else matches a float32 product of the same
 // operands up to summation order.
@@ -26,6 +27,7 @@
 #include "loom/backend/cpu/blas.h"
 #include "loom/backend/cpu/copy.h"
 #include "loom/backend/cpu/gemm.h"
+#include "loom/backend/cpu/gemm_tiles.h"
 #include "loom/backend/cpu/thread_pool.h"
 #include "loom/dtype.h"
 
@@ -39,13 +41,18 @@ constexpr double kParallelProduct = 65536.0 * 4;
 // Rows of A per thread at least, when splitting over rows.
 constexpr int64_t kMinPanel = 48;
 
+// Whether split_product spreads a product over the pool.
+bool splits(int64_t M, int64_t N, int64_t K) {
+  const double work = static_cast<double>(M) * N * K;
+  return num_threads() > 1 && work >= kParallelProduct && !in_parallel_region();
+}
+
 // Splits rows (or, for thin products, columns) of C into one panel per pool
 // thread and runs body(m0, m1, n0, n1) for each.
 template <typename F>
 void split_product(int64_t M, int64_t N, int64_t K, F&& body) {
   const int64_t threads = num_threads();
-  const double work = static_cast<double>(M) * N * K;
-  if (threads == 1 || work < kParallelProduct || in_parallel_region()) {
+  if (!splits(M, N, K)) {
     body(0, M, 0, N);
     return;
   }
@@ -184,6 +191,13 @@ void pack_b(const uint16_t* b, int64_t ldb, bool tb, int64_t N, int64_t K, int64
         for (int j = 0; j < kNR; ++j) d[j] = uint32_t{r0[j]} | (uint32_t{r1[j]} << 16);
         continue;
       }
+      if (tb && width == kNR && k + 1 < K) {
+        // A transposed B (x @ W.T, W stored N x K): a pair is adjacent in
+        // memory, one 32-bit load per column instead of two 16-bit ones.
+        const uint16_t* col = b + jb * ldb + k;
+        for (int j = 0; j < kNR; ++j) std::memcpy(&d[j], col + j * ldb, sizeof(uint32_t));
+        continue;
+      }
       for (int64_t j = 0; j < kNR; ++j) {
         if (j >= width) {
           d[j] = 0;
@@ -261,6 +275,74 @@ void bf16_panel(bool ta, bool tb, int64_t K, const uint16_t* a, int64_t lda, con
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int m = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
             tile_kernel(pairs, apack.get() + (ir / kMR) * pairs * kMR, bp,
+                        c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, m, n);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A whole op(B) packed once (as pack_b over all N and K: panel u, pair p at
+// [(u * pairs + p) * kNR]) and shared by the threads: each row panel of a
+// split product packed all of B again before, which at 512² and below cost
+// as much as the products themselves.
+struct PackedB {
+  std::unique_ptr<uint32_t[]> data;
+  int64_t pairs = 0; // k-pairs of all K (the last one zero-padded when K is odd)
+};
+
+// B packed whole is at most this large (2048 x 4096); larger products keep
+// packing per panel, where a panel's products outweigh its packing anyway.
+constexpr int64_t kSharedBBytes = int64_t{16} << 20;
+
+bool shares_b(int64_t N, int64_t K) {
+  const int64_t panels = (N + kNR - 1) / kNR;
+  return panels * ((K + 1) / 2) * kNR * int64_t{sizeof(uint32_t)} <= kSharedBBytes;
+}
+
+PackedB pack_b_whole(const uint16_t* b, int64_t ldb, bool tb, int64_t N, int64_t K) {
+  PackedB packed;
+  packed.pairs = (K + 1) / 2;
+  const int64_t panels = (N + kNR - 1) / kNR;
+  const size_t words = static_cast<size_t>(panels * packed.pairs * kNR);
+  packed.data.reset(new uint32_t[words]);
+  // A small B is packed before a second thread would have started.
+  const int64_t chunks =
+      words < (size_t{1} << 16) ? 1 : std::min<int64_t>(panels, 2 * num_threads());
+  parallel_chunks(static_cast<size_t>(chunks), [&](size_t i) {
+    const int64_t u0 = panels * static_cast<int64_t>(i) / chunks;
+    const int64_t u1 = panels * static_cast<int64_t>(i + 1) / chunks;
+    if (u0 >= u1) return;
+    const int64_t j0 = u0 * kNR;
+    pack_b(b, ldb, tb, N, K, j0, std::min(N, u1 * kNR) - j0, 0, K,
+           packed.data.get() + u0 * packed.pairs * kNR);
+  });
+  return packed;
+}
+
+// C[m0:m1, n0:n1] = op(A) op(B) on the calling thread, B packed whole
+// (n0 a multiple of kNR).
+void bf16_panel_packed(bool ta, int64_t K, const uint16_t* a, int64_t lda, const PackedB& bp,
+                       float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t kc_max = std::min(kKC, K + (K & 1));
+  const int64_t mc_max = std::min(kMC, (m1 - m0 + kMR - 1) / kMR * kMR);
+  std::unique_ptr<uint32_t[]> apack(new uint32_t[static_cast<size_t>(mc_max * ((kc_max + 1) / 2))]);
+  for (int64_t jc = n0; jc < n1; jc += kNC) {
+    const int64_t nc = std::min(kNC, n1 - jc);
+    for (int64_t pc = 0; pc < K; pc += kKC) {
+      const int64_t kc = std::min(kKC, K - pc);
+      const int64_t pairs = (kc + 1) / 2;
+      for (int64_t ic = m0; ic < m1; ic += kMC) {
+        const int64_t mc = std::min(kMC, m1 - ic);
+        pack_a(a, lda, ta, m1, K, ic, mc, pc, kc, apack.get());
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          // kKC is even: a k block starts on a pair.
+          const uint32_t* b = bp.data.get() + (((jc + jr) / kNR) * bp.pairs + pc / 2) * kNR;
+          const int n = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const int m = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
+            tile_kernel(pairs, apack.get() + (ir / kMR) * pairs * kMR, b,
                         c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, m, n);
           }
         }
@@ -423,6 +505,13 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   }
 #if defined(__x86_64__)
   if (has_native_bf16()) {
+    if (splits(M, N, K) && shares_b(N, K)) {
+      const PackedB packed = pack_b_whole(b, ldb, tb, N, K);
+      over_tile_blocks(M, N, kMR, kNR, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+        bf16_panel_packed(ta, K, a, lda, packed, c, ldc, m0, m1, n0, n1);
+      });
+      return;
+    }
     split_product(M, N, K, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
       bf16_panel(ta, tb, K, a, lda, b, ldb, c, ldc, m0, m1, n0, n1);
     });

@@ -76,6 +76,16 @@ class ThreadPool {
       RegionMark mark;
       work();
     }
+    // The caller usually runs out of chunks while a worker finishes its last
+    // one: asleep on done_cv_ it would need a futex wake-up after that chunk
+    // (tens of microseconds on a VM, once per kernel), so it polls first, for
+    // as long as an idle worker polls for the next region.
+    const auto until = std::chrono::steady_clock::now() + spin_before_sleep();
+    while ((remaining_.load(std::memory_order_acquire) != 0 ||
+            active_.load(std::memory_order_acquire) != 0) &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     // Every worker that joined this region has left work(): none can read
     // the next region's counters with this region's job (a stale chunk
@@ -137,8 +147,9 @@ class ThreadPool {
   const std::function<void(size_t)>* job_ = nullptr;
   size_t chunks_ = 0;
   std::atomic<size_t> next_{0};
-  size_t remaining_ = 0;
-  int active_ = 0; // workers inside work() for the current region
+  // Written under mutex_; atomic so that run() can poll them without it.
+  std::atomic<size_t> remaining_{0};
+  std::atomic<int> active_{0}; // workers inside work() for the current region
   uint64_t generation_ = 0;
   std::exception_ptr error_;
   std::atomic<bool> stop_{false};      // also polled without the lock
