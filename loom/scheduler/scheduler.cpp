@@ -3,7 +3,10 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -164,6 +167,52 @@ std::string describe_failure(const Node& node, const std::exception& e) {
   return msg.str();
 }
 
+// LOOM_PROFILE_NODES=1: wall time of every CPU kernel, summed per primitive
+// (its description and output shape) and printed to stderr at exit, to find
+// where a graph's time goes (e.g. a compiled graph against the eager one).
+struct NodeProfile {
+  std::mutex mutex;
+  std::map<std::string, std::pair<double, size_t>> totals; // ms, calls
+};
+
+NodeProfile* node_profile() {
+  static NodeProfile* p = [] {
+    const char* v = std::getenv("LOOM_PROFILE_NODES");
+    if (v == nullptr || std::string(v) != "1") return static_cast<NodeProfile*>(nullptr);
+    auto* prof = new NodeProfile; // leaked: kernels may run during exit
+    std::atexit([] {
+      NodeProfile& np = *node_profile();
+      std::lock_guard<std::mutex> lock(np.mutex);
+      std::vector<std::pair<double, std::string>> rows;
+      double all = 0;
+      for (auto& [key, t] : np.totals) {
+        rows.emplace_back(t.first, key + " x" + std::to_string(t.second));
+        all += t.first;
+      }
+      std::sort(rows.rbegin(), rows.rend());
+      std::fprintf(stderr, "[profile] %.1f ms in CPU kernels\n", all);
+      for (auto& [ms, key] : rows) std::fprintf(stderr, "[profile] %9.2f ms  %s\n", ms, key.c_str());
+    });
+    return prof;
+  }();
+  return p;
+}
+
+void eval_cpu_profiled(Primitive& prim, const std::vector<array>& inputs,
+                       std::vector<array>& outputs, NodeProfile& prof) {
+  auto t0 = std::chrono::steady_clock::now();
+  prim.eval_cpu(inputs, outputs);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+  std::string key = prim.describe();
+  if (key.size() > 90) key = key.substr(0, 87) + "...";
+  if (!outputs.empty()) key += " -> " + shape_to_string(outputs[0].shape());
+  std::lock_guard<std::mutex> lock(prof.mutex);
+  auto& t = prof.totals[key];
+  t.first += ms;
+  ++t.second;
+}
+
 // Runs one node's kernel on the worker of its stream.
 void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
               const std::vector<Event>& waits) {
@@ -178,7 +227,11 @@ void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
   try {
     auto& prim = *node->primitive;
     if (prim.device().type == Device::cpu) {
-      prim.eval_cpu(node->inputs, outputs);
+      if (auto* prof = node_profile()) {
+        eval_cpu_profiled(prim, node->inputs, outputs, *prof);
+      } else {
+        prim.eval_cpu(node->inputs, outputs);
+      }
     } else if (auto* b = backend(prim.device().type)) {
       b->eval(prim, node->inputs, outputs);
     } else {

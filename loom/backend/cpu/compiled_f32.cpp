@@ -15,8 +15,11 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
+
+#include <unistd.h>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -97,10 +100,22 @@ float binary_scalar(float a, float b) {
   return Op{}(a, b);
 }
 
-// Outputs larger than the caches are written with streaming stores: a plain
-// store first reads the line it writes (for ownership), and in a chain whose
-// loops compute between memory accesses those reads are not hidden.
-constexpr size_t kStreamBytes = size_t(8) << 20;
+// Outputs larger than the last-level cache are written with streaming
+// stores: a plain store first reads the line it writes (for ownership), and
+// in a chain whose loops compute between memory accesses those reads are not
+// hidden. Outputs that fit stay cached for their consumer (the matmul after
+// a training graph's 8 MiB gelu): streaming those sent them to memory and
+// the next op read them back. LOOM_COMPILE_STREAM_BYTES overrides the size.
+size_t stream_bytes() {
+  static const size_t n = [] {
+    if (const char* v = std::getenv("LOOM_COMPILE_STREAM_BYTES"); v && *v) {
+      return static_cast<size_t>(std::strtoull(v, nullptr, 10));
+    }
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? static_cast<size_t>(l3) : size_t(32) << 20;
+  }();
+  return n;
+}
 
 void store_out(const float* src, float* dst, size_t n, bool stream) {
 #if defined(__AVX__)
@@ -209,7 +224,7 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
   }
 
   const size_t total = outputs[0].size();
-  const bool stream = total * sizeof(float) >= kStreamBytes;
+  const bool stream = total * sizeof(float) * outputs.size() >= stream_bytes();
 
   // An output takes over the buffer of a dense input that dies with this
   // node (Adam's old m, v and parameter; a chain's consumed intermediate),
