@@ -313,6 +313,28 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
     }
   }
 
+  // A vector broadcast over leading dimensions (a bias, a layer norm's
+  // scale: collapsed strides (0, 1)) repeats with period L, so a chunk reads
+  // it in place: inside the row when L >= kChunk, else from a copy of the
+  // row repeated past kChunk elements, made once. Gathering it per chunk
+  // cost as much as one of the region's ops.
+  std::vector<int64_t> period(num_inputs, 0);
+  std::vector<std::vector<float>> repeated(num_inputs);
+  for (int k = 0; k < num_inputs; ++k) {
+    const auto& layout = plans[k].layout;
+    if (plans[k].kind != InputPlan::strided || layout.shape.size() != 2 ||
+        layout.strides[0][0] != 0 || layout.strides[0][1] != 1) {
+      continue;
+    }
+    const int64_t len = layout.shape[1];
+    const float* row = inputs[k].data<float>();
+    period[k] = len;
+    if (len < static_cast<int64_t>(kChunk)) {
+      repeated[k].resize(kChunk + len);
+      for (size_t i = 0; i < repeated[k].size(); ++i) repeated[k][i] = row[i % len];
+    }
+  }
+
   // One chunk: gather its strided inputs, then run the ops in order.
   auto run_chunk = [&](size_t ch, float* scratch, std::vector<const float*>& ptr) {
     const size_t start = ch * kChunk;
@@ -320,7 +342,20 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
     for (int k = 0; k < num_inputs; ++k) {
       if (plans[k].kind == InputPlan::dense) {
         ptr[k] = inputs[k].data<float>() + start;
-      } else if (plans[k].kind == InputPlan::strided) {
+        continue;
+      }
+      if (period[k] > 0) {
+        const size_t at = start % static_cast<size_t>(period[k]);
+        if (!repeated[k].empty()) {
+          ptr[k] = repeated[k].data() + at;
+          continue;
+        }
+        if (at + n <= static_cast<size_t>(period[k])) {
+          ptr[k] = inputs[k].data<float>() + at;
+          continue;
+        }
+      }
+      if (plans[k].kind == InputPlan::strided) {
         float* dst = scratch + buffer[k] * kChunk;
         gather_into(inputs[k], plans[k], start, n, dst);
         ptr[k] = dst;
