@@ -3,6 +3,7 @@
 // of element-wise and broadcast nodes of one shape become one Compiled node).
 // Every walk is iterative.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -119,8 +120,15 @@ size_t elements(const Shape& shape) {
   return n;
 }
 
-// Ops one recomputed value may cost a region that reads it.
-constexpr int kMaxRecompute = 8;
+// Ops one recomputed value may cost a region that reads it
+// (LOOM_COMPILE_RECOMPUTE overrides; 0 turns recomputation off).
+int max_recompute() {
+  static const int n = [] {
+    const char* v = std::getenv("LOOM_COMPILE_RECOMPUTE");
+    return v && *v ? std::atoi(v) : 8;
+  }();
+  return n;
+}
 
 } // namespace
 
@@ -239,7 +247,7 @@ void fuse(Graph& g) {
         int k = work.back();
         work.pop_back();
         if (is_broadcast(g.nodes[k])) continue; // reads its smaller operand
-        if (++ops > kMaxRecompute) return false;
+        if (++ops > max_recompute()) return false;
         for (auto& in : g.nodes[k].inputs) {
           if (reads.count(key(in))) continue;
           if (in.kind == ValueRef::constant) {
