@@ -485,3 +485,21 @@ def test_fused_layer_norm_gradient_is_bitwise_eager():
     assert np.array_equal(np.array(value), np.array(want_value))
     for got, want in zip(grads, want_grads):
         np.testing.assert_array_equal(np.array(got), np.array(want))
+
+
+@pytest.mark.parametrize("rows,width", [(7, 300), (9, 1024), (5, 1500), (3, 2048), (4, 5000)])
+def test_fused_vector_broadcast_is_bitwise_eager(rows, width):
+    # A bias broadcast over rows is read in place (rows of at least a chunk,
+    # chunks that cross a row's end gathered) or from one repeated copy of a
+    # shorter row; a strided vector (a matrix's column) is gathered.
+    x = mx.random.normal((2, rows, width))
+    bias = mx.random.normal((width,))
+    column = mx.random.normal((width, 3))[:, 1]
+
+    def f(x, bias, column):
+        return (x + bias) * 2 - mx.exp(column * 0.5), (x * column + 1) / bias
+
+    want = f(x, bias, column)
+    got = mx.compile(f)(x, bias, column)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.array(g).view(np.uint32), np.array(w).view(np.uint32))
