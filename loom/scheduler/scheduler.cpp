@@ -220,8 +220,8 @@ void eval_cpu_profiled(Primitive& prim, const std::vector<array>& inputs,
   double c0 = thread_cpu_ms();
   prim.eval_cpu(inputs, outputs);
   double cpu = thread_cpu_ms() - c0;
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::string key = prim.describe();
   if (key.size() > 90) key = key.substr(0, 87) + "...";
   if (!outputs.empty()) key += " -> " + shape_to_string(outputs[0].shape());

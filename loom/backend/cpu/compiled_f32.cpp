@@ -11,6 +11,8 @@
 // so results are identical and a new table entry fuses without touching this
 // file. Values that are the same at every position (scalars and ops of
 // scalars) are computed once and passed to the loops as a number.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -18,8 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
-
-#include <unistd.h>
 
 #if defined(__AVX__)
 #include <immintrin.h>
