@@ -120,8 +120,8 @@ TEST(Compile, FusedRegionKeepsEscapingValues) {
 
 // The float32 chunk loop runs the op table's functors, as the eager kernels
 // do: the same bits, with a transposed input, a broadcast, scalars on either
-// side, an escaping intermediate and partial chunks (streamed outputs:
-// test_compile_loom.py's 3x1024x1025 chain).
+// side, an escaping intermediate, partial chunks and an output large enough
+// to be streamed.
 TEST(Compile, Float32ChainIsBitwiseEager) {
   ArrayFn f = [](const std::vector<array>& in) {
     array g = gelu(in[0]);

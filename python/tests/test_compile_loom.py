@@ -452,8 +452,7 @@ def test_fused_erf_pieces_mixing_ranges_are_bitwise_eager():
 def test_fused_gelu_backward_is_bitwise_eager(shape):
     # The backward region recomputes gelu's x / sqrt(2) and 1 + erf(.) from
     # x (its forward region no longer writes them): still the eager bits,
-    # forward and backward, also where outputs fit in the cache and are not
-    # streamed.
+    # forward and backward, with outputs small, partial-chunk and streamed.
     x = mx.random.normal(shape)
     ct = mx.random.normal(shape)
 

@@ -11,8 +11,6 @@
 // so results are identical and a new table entry fuses without touching this
 // file. Values that are the same at every position (scalars and ops of
 // scalars) are computed once and passed to the loops as a number.
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -100,19 +98,20 @@ float binary_scalar(float a, float b) {
   return Op{}(a, b);
 }
 
-// Outputs larger than the last-level cache are written with streaming
-// stores: a plain store first reads the line it writes (for ownership), and
-// in a chain whose loops compute between memory accesses those reads are not
-// hidden. Outputs that fit stay cached for their consumer (the matmul after
-// a training graph's 8 MiB gelu): streaming those sent them to memory and
-// the next op read them back. LOOM_COMPILE_STREAM_BYTES overrides the size.
+// Outputs of 8 MiB or more are written with streaming stores: a plain store
+// into a buffer that is not in the cache first reads the line it writes (for
+// ownership), and in a chain whose loops compute between memory accesses
+// those reads are not hidden (an 8 MiB gelu alone, one thread: 2.31 ms
+// streamed, 2.76 not). In the transformer block's training graph, whose
+// outputs the next op reads soon, streaming from 64 KiB, 8 MiB or 32 MiB
+// measured alike within the noise of a loaded machine (LOOM_PROFILE_NODES).
+// LOOM_COMPILE_STREAM_BYTES overrides the size.
 size_t stream_bytes() {
   static const size_t n = [] {
     if (const char* v = std::getenv("LOOM_COMPILE_STREAM_BYTES"); v && *v) {
       return static_cast<size_t>(std::strtoull(v, nullptr, 10));
     }
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return l3 > 0 ? static_cast<size_t>(l3) : size_t(32) << 20;
+    return size_t(8) << 20;
   }();
   return n;
 }
@@ -224,7 +223,7 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
   }
 
   const size_t total = outputs[0].size();
-  const bool stream = total * sizeof(float) * outputs.size() >= stream_bytes();
+  const bool stream = total * sizeof(float) >= stream_bytes();
 
   // An output takes over the buffer of a dense input that dies with this
   // node (Adam's old m, v and parameter; a chain's consumed intermediate),
