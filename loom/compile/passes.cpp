@@ -1,7 +1,9 @@
 // The two passes over a traced graph: simplify (drop no-ops, merge common
 // subexpressions through Primitive::is_equivalent) and fuse (maximal regions
-// of element-wise and broadcast nodes of one shape become one Compiled node).
-// Every walk is iterative.
+// of element-wise nodes of one shape become one Compiled node, each reading
+// the broadcasts it needs from their operands and recomputing cheap values of
+// other regions instead of reading them). Every walk is iterative; summarize
+// prints the result (LOOM_COMPILE_DUMP=1).
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -192,7 +194,8 @@ void fuse(Graph& g) {
         int j = in.id;
         // One region runs on one stream: ops placed on another device stay there.
         if (!fusable(g.nodes[j]) || !same_place(j, i)) continue;
-        // It reads its operand, which precedes j: no cycle can form.
+        // The region reads the broadcast's operand, an ancestor of the
+        // broadcast: no cycle can form.
         if (is_broadcast(g.nodes[j])) {
           own[r].insert(j);
           continue;
