@@ -255,3 +255,81 @@ TEST(Compile, FusedNodeTransformsByExpansion) {
   array xs = random::normal({4, 3});
   expect_close(vmap(fused, {0}, {0})({xs})[0], vmap(f, {0}, {0})({xs})[0]);
 }
+
+namespace {
+
+// Outputs written by the fused regions of g.
+size_t region_outputs(const Graph& g) {
+  size_t n = 0;
+  for (auto& node : g.nodes) {
+    if (std::string(node.primitive->name()) == "Compiled") n += node.shapes.size();
+  }
+  return n;
+}
+
+} // namespace
+
+// A broadcast read by two regions (a layer norm's scale, read by the forward
+// product and by its gradient) is computed inside each from its small
+// operand: no region writes it out at full size.
+TEST(Compile, BroadcastReadByTwoRegionsIsNeverWritten) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    array b = broadcast_to(in[1], in[0].shape());
+    array a = exp(multiply(in[0], b));
+    array s = sum(a, -1, true);
+    return std::vector<array>{multiply(add(a, s), b)};
+  };
+  array x = random::normal({64, 300});
+  array y = random::normal({300});
+  Graph g = trace(f, {x, y});
+  simplify(g);
+  fuse(g);
+  EXPECT_EQ(count_named(g, "Compiled"), 2);
+  EXPECT_EQ(count_named(g, "Broadcast"), 0);
+  EXPECT_EQ(region_outputs(g), 2u); // a (read by the sum) and the result
+  EXPECT_EQ(values(replay(g, {x, y}, false)[0]), values(f({x, y})[0]));
+}
+
+// The backward region of gelu recomputes x / sqrt(2) and 1 + erf(.) from x,
+// which it reads anyway, instead of the forward region storing them: the
+// forward region writes its result only, and every value is the eager bits.
+TEST(Compile, BackwardRecomputesCheapForwardValues) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    auto [outs, grads] =
+        vjp([](const std::vector<array>& x) { return std::vector<array>{gelu(x[0])}; }, {in[0]},
+            {in[1]});
+    return std::vector<array>{outs[0], grads[0]};
+  };
+  array x = random::normal({33, 1025});
+  array ct = random::normal({33, 1025});
+  Graph g = trace(f, {x, ct});
+  simplify(g);
+  fuse(g);
+  EXPECT_EQ(count_named(g, "Compiled"), 2);
+  EXPECT_EQ(region_outputs(g), 2u);
+  auto out = replay(g, {x, ct}, false);
+  auto want = f({x, ct});
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(values(out[i]), values(want[i]));
+}
+
+// A value read by a reduction is written anyway: no region recomputes it,
+// and a value the graph returns is not recomputed either.
+TEST(Compile, RecomputeLeavesValuesThatAreWrittenAnyway) {
+  ArrayFn f = [](const std::vector<array>& in) {
+    array t = exp(multiply(in[0], array(0.5f)));
+    array s = sum(t, -1, true);
+    array u = multiply(add(in[0], s), t);
+    return std::vector<array>{add(u, array(1.0f)), t};
+  };
+  array x = random::normal({16, 500});
+  Graph g = trace(f, {x});
+  simplify(g);
+  fuse(g);
+  EXPECT_EQ(count_named(g, "Compiled"), 2);
+  // The first region writes t once (read by the sum, the second region, and
+  // returned); the second writes its result.
+  EXPECT_EQ(region_outputs(g), 2u);
+  auto out = replay(g, {x}, false);
+  auto want = f({x});
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(values(out[i]), values(want[i]));
+}

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <list>
 #include <map>
@@ -225,8 +226,18 @@ std::shared_ptr<const Graph> graph_for_mode(Entry& e, CompileMode mode) {
   int m = static_cast<int>(mode);
   if (!e.optimized[m]) {
     auto g = std::make_shared<Graph>(*e.raw);
+    const size_t traced = g->nodes.size();
     if (mode != CompileMode::no_simplify) simplify(*g);
+    const size_t simplified = g->nodes.size();
     if (mode != CompileMode::no_fuse) fuse(*g);
+    static const bool dump = [] {
+      const char* v = std::getenv("LOOM_COMPILE_DUMP");
+      return v != nullptr && std::string(v) == "1";
+    }();
+    if (dump) {
+      std::fprintf(stderr, "[compile] %zu nodes traced, %zu after simplify, %zu after fuse\n%s",
+                   traced, simplified, g->nodes.size(), summarize(*g).c_str());
+    }
     e.optimized[m] = std::move(g);
   }
   return e.optimized[m];

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "loom/array.h"
@@ -71,5 +72,9 @@ std::vector<array> replay(const Graph& graph, const std::vector<array>& inputs, 
 // Passes (passes.cpp).
 void simplify(Graph& graph);
 void fuse(Graph& graph);
+
+// What the passes left, for LOOM_COMPILE_DUMP=1: the count of each unfused
+// primitive, then one line per fused region (shape, ops, inputs, outputs).
+std::string summarize(const Graph& graph);
 
 } // namespace loom::compile_detail

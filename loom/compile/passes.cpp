@@ -1,12 +1,18 @@
 // The two passes over a traced graph: simplify (drop no-ops, merge common
 // subexpressions through Primitive::is_equivalent) and fuse (maximal regions
-// of element-wise and broadcast nodes of one shape become one Compiled node).
-// Every walk is iterative.
+// of element-wise nodes of one shape become one Compiled node, each reading
+// the broadcasts it needs from their operands and recomputing cheap values of
+// other regions instead of reading them). Every walk is iterative; summarize
+// prints the result (LOOM_COMPILE_DUMP=1).
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "loom/compile/compiled.h"
 #include "loom/compile/graph.h"
@@ -108,6 +114,24 @@ bool fusable(const GraphNode& n) {
   return (t.elementwise || t.broadcast) && !t.multi_output;
 }
 
+bool is_broadcast(const GraphNode& n) { return n.primitive->traits().broadcast; }
+
+size_t elements(const Shape& shape) {
+  size_t n = 1;
+  for (auto d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+// Ops one recomputed value may cost a region that reads it
+// (LOOM_COMPILE_RECOMPUTE overrides; 0 turns recomputation off).
+int max_recompute() {
+  static const int n = [] {
+    const char* v = std::getenv("LOOM_COMPILE_RECOMPUTE");
+    return v && *v ? std::atoi(v) : 8;
+  }();
+  return n;
+}
+
 } // namespace
 
 void fuse(Graph& g) {
@@ -126,43 +150,57 @@ void fuse(Graph& g) {
   // region[i]: the region node i belongs to (-1: none).
   std::vector<int> region(count, -1);
   std::vector<std::vector<int>> members;
+  // own[r]: nodes region r computes for itself without owning them. A
+  // broadcast is never a member: each region that reads it reads its small
+  // operand (a broadcast owned by one region and read by another was written
+  // out at full size, where eager code keeps a view). Later, cheap values
+  // the region can recompute from what it reads anyway join too.
+  std::vector<std::unordered_set<int>> own;
+  auto inside = [&](int c, int r) { return region[c] == r || own[r].count(c) > 0; };
+  auto same_place = [&](int j, int i) {
+    return g.nodes[j].shapes[0] == g.nodes[i].shapes[0] &&
+           g.nodes[j].primitive->stream() == g.nodes[i].primitive->stream();
+  };
   // Adding j to a region must not create a path region -> outside -> region:
   // walk forward from j's consumers outside the region.
   auto creates_cycle = [&](int j, int r) {
     std::vector<int> stack;
     std::vector<char> seen(count, 0);
     for (int c : consumers[j]) {
-      if (region[c] != r) stack.push_back(c);
+      if (!inside(c, r)) stack.push_back(c);
     }
     while (!stack.empty()) {
       int c = stack.back();
       stack.pop_back();
       if (seen[c]) continue;
       seen[c] = 1;
-      if (region[c] == r) return true;
+      if (inside(c, r)) return true;
       for (int d : consumers[c]) stack.push_back(d);
     }
     return false;
   };
   for (int i = count - 1; i >= 0; --i) {
-    if (region[i] >= 0 || !fusable(g.nodes[i])) continue;
+    if (region[i] >= 0 || !fusable(g.nodes[i]) || is_broadcast(g.nodes[i])) continue;
     int r = static_cast<int>(members.size());
     members.push_back({i});
+    own.emplace_back();
     region[i] = r;
-    const Shape& shape = g.nodes[i].shapes[0];
     std::vector<int> frontier{i};
     while (!frontier.empty()) {
       int m = frontier.back();
       frontier.pop_back();
-      // A broadcast reads its input from outside the region.
-      if (g.nodes[m].primitive->traits().broadcast) continue;
       for (auto& in : g.nodes[m].inputs) {
         if (in.kind != ValueRef::node) continue;
         int j = in.id;
-        if (region[j] >= 0 || !fusable(g.nodes[j]) || g.nodes[j].shapes[0] != shape) continue;
         // One region runs on one stream: ops placed on another device stay there.
-        if (g.nodes[j].primitive->stream() != g.nodes[i].primitive->stream()) continue;
-        if (creates_cycle(j, r)) continue;
+        if (!fusable(g.nodes[j]) || !same_place(j, i)) continue;
+        // The region reads the broadcast's operand, an ancestor of the
+        // broadcast: no cycle can form.
+        if (is_broadcast(g.nodes[j])) {
+          own[r].insert(j);
+          continue;
+        }
+        if (region[j] >= 0 || creates_cycle(j, r)) continue;
         region[j] = r;
         members[r].push_back(j);
         frontier.push_back(j);
@@ -170,12 +208,82 @@ void fuse(Graph& g) {
     }
   }
   // A region worth fusing computes at least two element-wise ops.
-  for (auto& mem : members) {
-    int ops = 0;
-    for (int m : mem) ops += !g.nodes[m].primitive->traits().broadcast;
-    if (mem.size() < 2 || ops < 2) {
-      for (int m : mem) region[m] = -1;
-      mem.clear();
+  for (size_t r = 0; r < members.size(); ++r) {
+    if (members[r].size() >= 2) continue;
+    for (int m : members[r]) region[m] = -1;
+    members[r].clear();
+    own[r].clear();
+  }
+
+  // Recomputation: a value another region computed (or a lone op), read
+  // here, that this region can compute from its operands (values it reads
+  // anyway, constants equal at every position, broadcasts of smaller
+  // arrays) is computed here instead; once no one else reads it, its
+  // producer stops writing it and this region stops reading it (the
+  // backward pass re-derives gelu's x / sqrt(2) and 1 + erf(.) from x
+  // instead of storing both at full size). Every new operand was already
+  // an ancestor of the region, so no cycle can form.
+  auto cheap_constant = [&](int id, size_t size) {
+    const array& c = g.constants[id];
+    if (c.size() < size) return true;
+    if (c.status() == Status::unscheduled) {
+      return c.has_node() && c.primitive().traits().broadcast;
+    }
+    return c.data_size() < size;
+  };
+  for (int r = 0; r < static_cast<int>(members.size()); ++r) {
+    if (members[r].empty()) continue;
+    const int seed = members[r][0];
+    const size_t size = elements(g.nodes[seed].shapes[0]);
+    std::set<std::tuple<int, int, int>> reads;
+    auto key = [](const ValueRef& v) { return std::make_tuple(int(v.kind), v.id, v.index); };
+    for (int m : members[r]) {
+      for (auto& in : g.nodes[m].inputs) {
+        if (in.kind != ValueRef::node || !inside(in.id, r)) reads.insert(key(in));
+      }
+    }
+    auto try_recompute = [&](int j) {
+      std::vector<int> work{j};
+      std::unordered_set<int> taken{j};
+      int ops = 0;
+      while (!work.empty()) {
+        int k = work.back();
+        work.pop_back();
+        if (is_broadcast(g.nodes[k])) continue; // reads its smaller operand
+        if (++ops > max_recompute()) return false;
+        for (auto& in : g.nodes[k].inputs) {
+          if (reads.count(key(in))) continue;
+          if (in.kind == ValueRef::constant) {
+            if (cheap_constant(in.id, size)) continue;
+            return false;
+          }
+          if (in.kind == ValueRef::input) return false;
+          int q = in.id;
+          if (inside(q, r) || taken.count(q)) continue;
+          if (!fusable(g.nodes[q]) || !same_place(q, seed) || is_output[q]) return false;
+          taken.insert(q);
+          work.push_back(q);
+        }
+      }
+      own[r].insert(taken.begin(), taken.end());
+      return true;
+    };
+    std::vector<int> order(members[r].begin(), members[r].end());
+    std::sort(order.rbegin(), order.rend());
+    for (int m : order) {
+      for (auto& in : g.nodes[m].inputs) {
+        if (in.kind != ValueRef::node) continue;
+        int j = in.id;
+        if (inside(j, r) || !fusable(g.nodes[j]) || is_broadcast(g.nodes[j]) ||
+            !same_place(j, seed) || is_output[j]) {
+          continue;
+        }
+        // Only values that live in regions (or lone element-wise ops): one
+        // that a matmul or a reduction reads is written out anyway.
+        bool all_fused = true;
+        for (int c : consumers[j]) all_fused = all_fused && region[c] >= 0;
+        if (all_fused) try_recompute(j);
+      }
     }
   }
 
@@ -197,10 +305,13 @@ void fuse(Graph& g) {
       for (size_t k = 0; k < where[i].size(); ++k) where[i][k] = {unit_of[i], int(k)};
     }
   }
-  for (auto& mem : members) {
-    if (mem.empty()) continue;
+  for (size_t rr = 0; rr < members.size(); ++rr) {
+    if (members[rr].empty()) continue;
+    const int r = static_cast<int>(rr);
+    // Members and the nodes the region computes for itself, in graph order.
+    std::vector<int> mem = members[rr];
+    mem.insert(mem.end(), own[rr].begin(), own[rr].end());
     std::sort(mem.begin(), mem.end());
-    int r = region[mem[0]];
     int u = static_cast<int>(units.size());
     std::vector<ValueRef> external;
     std::vector<FusedOp> ops;
@@ -215,7 +326,7 @@ void fuse(Graph& g) {
     for (int m : mem) {
       FusedOp op{g.nodes[m].primitive, {}, g.nodes[m].shapes[0], g.nodes[m].dtypes[0]};
       for (auto& in : g.nodes[m].inputs) {
-        if (in.kind == ValueRef::node && region[in.id] == r) {
+        if (in.kind == ValueRef::node && inside(in.id, r)) {
           op.args.push_back(-1 - op_index.at(in.id)); // negative: an op of the region
         } else {
           op.args.push_back(external_index(in));
@@ -228,14 +339,20 @@ void fuse(Graph& g) {
     std::vector<int> escaping;
     GraphNode fused;
     for (int m : mem) {
+      // What the region computes for itself is never written out.
+      if (region[m] != r) continue;
       bool escapes = is_output[m];
-      for (int c : consumers[m]) escapes = escapes || region[c] != r;
+      for (int c : consumers[m]) {
+        escapes = escapes || (region[c] != r && !(region[c] >= 0 && own[region[c]].count(m)));
+      }
       if (!escapes) continue;
       where[m][0] = {u, static_cast<int>(escaping.size())};
       escaping.push_back(op_index.at(m));
       fused.shapes.push_back(g.nodes[m].shapes[0]);
       fused.dtypes.push_back(g.nodes[m].dtypes[0]);
     }
+    // Every value it computes is recomputed where it is read.
+    if (escaping.empty()) continue;
     int n_ext = static_cast<int>(external.size());
     for (auto& op : ops) {
       for (auto& a : op.args) a = a < 0 ? n_ext + (-1 - a) : a;
@@ -300,6 +417,30 @@ void fuse(Graph& g) {
   for (auto& o : outputs) place(o);
   out.outputs = std::move(outputs);
   g = std::move(out);
+}
+
+std::string summarize(const Graph& g) {
+  std::map<std::string, int> unfused;
+  std::ostringstream regions;
+  int fused_ops = 0, region_count = 0;
+  for (const auto& n : g.nodes) {
+    auto* c = dynamic_cast<const Compiled*>(n.primitive.get());
+    if (c == nullptr) {
+      ++unfused[n.primitive->name()];
+      continue;
+    }
+    ++region_count;
+    fused_ops += static_cast<int>(c->ops().size());
+    regions << "  region " << shape_to_string(n.shapes[0]) << ": " << c->ops().size() << " ops, "
+            << c->num_inputs() << " inputs, " << n.shapes.size() << " outputs: ";
+    c->print_params(regions);
+    regions << "\n";
+  }
+  std::ostringstream os;
+  os << "  " << region_count << " regions of " << fused_ops << " ops; unfused:";
+  for (auto& [name, k] : unfused) os << " " << name << " x" << k;
+  os << "\n" << regions.str();
+  return os.str();
 }
 
 } // namespace loom::compile_detail

@@ -1,13 +1,18 @@
 #include "loom/scheduler/scheduler.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "loom/allocator/allocator.h"
@@ -241,6 +246,69 @@ std::string describe_failure(const Node& node, const std::exception& e) {
   return msg.str();
 }
 
+// LOOM_PROFILE_NODES=1: wall time of every CPU kernel, summed per primitive
+// (its description and output shape) and printed to stderr at exit, to find
+// where a graph's time goes (e.g. a compiled graph against the eager one).
+struct NodeProfile {
+  struct Total {
+    double wall_ms = 0;
+    double cpu_ms = 0; // of the evaluating thread (all of it with LOOM_NUM_THREADS=1)
+    size_t calls = 0;
+  };
+  std::mutex mutex;
+  std::map<std::string, Total> totals;
+};
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+NodeProfile* node_profile() {
+  static NodeProfile* p = [] {
+    const char* v = std::getenv("LOOM_PROFILE_NODES");
+    if (v == nullptr || std::string(v) != "1") return static_cast<NodeProfile*>(nullptr);
+    auto* prof = new NodeProfile; // leaked: kernels may run during exit
+    std::atexit([] {
+      NodeProfile& np = *node_profile();
+      std::lock_guard<std::mutex> lock(np.mutex);
+      std::vector<std::tuple<double, double, std::string>> rows;
+      double wall = 0, cpu = 0;
+      for (auto& [key, t] : np.totals) {
+        rows.emplace_back(t.cpu_ms, t.wall_ms, key + " x" + std::to_string(t.calls));
+        wall += t.wall_ms;
+        cpu += t.cpu_ms;
+      }
+      std::sort(rows.rbegin(), rows.rend());
+      std::fprintf(stderr, "[profile] CPU kernels: %.1f ms wall, %.1f ms thread CPU\n", wall, cpu);
+      for (auto& [c, w, key] : rows) {
+        std::fprintf(stderr, "[profile] %9.2f cpu %9.2f wall  %s\n", c, w, key.c_str());
+      }
+    });
+    return prof;
+  }();
+  return p;
+}
+
+void eval_cpu_profiled(Primitive& prim, const std::vector<array>& inputs,
+                       std::vector<array>& outputs, NodeProfile& prof) {
+  auto t0 = std::chrono::steady_clock::now();
+  double c0 = thread_cpu_ms();
+  prim.eval_cpu(inputs, outputs);
+  double cpu = thread_cpu_ms() - c0;
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::string key = prim.describe();
+  if (key.size() > 90) key = key.substr(0, 87) + "...";
+  if (!outputs.empty()) key += " -> " + shape_to_string(outputs[0].shape());
+  std::lock_guard<std::mutex> lock(prof.mutex);
+  auto& t = prof.totals[key];
+  t.wall_ms += ms;
+  t.cpu_ms += cpu;
+  ++t.calls;
+}
+
 // Runs one node's kernel on the worker of its stream.
 void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
               const std::vector<Event>& waits) {
@@ -255,7 +323,11 @@ void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
   try {
     auto& prim = *node->primitive;
     if (prim.device().type == Device::cpu) {
-      prim.eval_cpu(node->inputs, outputs);
+      if (auto* prof = node_profile()) {
+        eval_cpu_profiled(prim, node->inputs, outputs, *prof);
+      } else {
+        prim.eval_cpu(node->inputs, outputs);
+      }
     } else if (auto* b = backend(prim.device().type)) {
       b->eval(prim, node->inputs, outputs);
     } else {

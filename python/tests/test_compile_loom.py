@@ -446,3 +446,59 @@ def test_fused_erf_pieces_mixing_ranges_are_bitwise_eager():
     want = np.array(f(x))
     got = np.array(mx.compile(f)(x))
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (64, 1031), (4, 256, 2048)])
+def test_fused_gelu_backward_is_bitwise_eager(shape):
+    # The backward region recomputes gelu's x / sqrt(2) and 1 + erf(.) from
+    # x (its forward region no longer writes them): still the eager bits,
+    # forward and backward, with outputs small, partial-chunk and streamed.
+    x = mx.random.normal(shape)
+    ct = mx.random.normal(shape)
+
+    def f(x, ct):
+        a = x * 1.5 + 0.25
+        return mx.vjp(lambda v: [v * (1 + mx.erf(v / 1.4142135)) / 2], [a], [ct])
+
+    want = f(x, ct)
+    got = mx.compile(f)(x, ct)
+    for w, g in zip(want[0] + want[1], got[0] + got[1]):
+        np.testing.assert_array_equal(np.array(g).view(np.uint32), np.array(w).view(np.uint32))
+
+
+def test_fused_layer_norm_gradient_is_bitwise_eager():
+    # The scale's broadcast is read by the forward product and by the
+    # gradient's: each region reads the (512,) scale itself.
+    x = mx.random.normal((8, 64, 512))
+    g = mx.random.uniform(shape=(512,)) + 0.5
+
+    def loss(x, g):
+        mu = mx.mean(x, axis=-1, keepdims=True)
+        xc = x - mu
+        var = mx.mean(xc * xc, axis=-1, keepdims=True)
+        return mx.sum(mx.square(xc * mx.rsqrt(var + 1e-5) * g))
+
+    vg = mx.value_and_grad(loss, argnums=(0, 1))
+    want_value, want_grads = vg(x, g)
+    value, grads = mx.compile(vg)(x, g)
+    assert np.array_equal(np.array(value), np.array(want_value))
+    for got, want in zip(grads, want_grads):
+        np.testing.assert_array_equal(np.array(got), np.array(want))
+
+
+@pytest.mark.parametrize("rows,width", [(7, 300), (9, 1024), (5, 1500), (3, 2048), (4, 5000)])
+def test_fused_vector_broadcast_is_bitwise_eager(rows, width):
+    # A bias broadcast over rows is read in place (rows of at least a chunk,
+    # chunks that cross a row's end gathered) or from one repeated copy of a
+    # shorter row; a strided vector (a matrix's column) is gathered.
+    x = mx.random.normal((2, rows, width))
+    bias = mx.random.normal((width,))
+    column = mx.random.normal((width, 3))[:, 1]
+
+    def f(x, bias, column):
+        return (x + bias) * 2 - mx.exp(column * 0.5), (x * column + 1) / bias
+
+    want = f(x, bias, column)
+    got = mx.compile(f)(x, bias, column)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.array(g).view(np.uint32), np.array(w).view(np.uint32))

@@ -50,7 +50,10 @@ void gather_typed(const T* src, const cpu::StridedLayout<1>& layout, size_t star
   const Shape& shape = layout.shape;
   const Strides& st = layout.strides[0];
   int nd = static_cast<int>(shape.size());
-  std::vector<int64_t> idx(nd, 0);
+  // Called per chunk: no heap allocation for the index of common ranks.
+  int64_t small[8] = {};
+  std::vector<int64_t> large(nd > 8 ? nd : 0, 0);
+  int64_t* idx = nd > 8 ? large.data() : small;
   size_t rest = start;
   int64_t offset = 0;
   for (int d = nd - 1; d >= 0; --d) {

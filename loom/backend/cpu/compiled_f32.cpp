@@ -15,6 +15,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -97,10 +98,23 @@ float binary_scalar(float a, float b) {
   return Op{}(a, b);
 }
 
-// Outputs larger than the caches are written with streaming stores: a plain
-// store first reads the line it writes (for ownership), and in a chain whose
-// loops compute between memory accesses those reads are not hidden.
-constexpr size_t kStreamBytes = size_t(8) << 20;
+// Outputs of 8 MiB or more are written with streaming stores: a plain store
+// into a buffer that is not in the cache first reads the line it writes (for
+// ownership), and in a chain whose loops compute between memory accesses
+// those reads are not hidden (an 8 MiB gelu alone, one thread: 2.31 ms
+// streamed, 2.76 not). In the transformer block's training graph, whose
+// outputs the next op reads soon, streaming from 64 KiB, 8 MiB or 32 MiB
+// measured alike within the noise of a loaded machine (LOOM_PROFILE_NODES).
+// LOOM_COMPILE_STREAM_BYTES overrides the size.
+size_t stream_bytes() {
+  static const size_t n = [] {
+    if (const char* v = std::getenv("LOOM_COMPILE_STREAM_BYTES"); v && *v) {
+      return static_cast<size_t>(std::strtoull(v, nullptr, 10));
+    }
+    return size_t(8) << 20;
+  }();
+  return n;
+}
 
 void store_out(const float* src, float* dst, size_t n, bool stream) {
 #if defined(__AVX__)
@@ -209,7 +223,7 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
   }
 
   const size_t total = outputs[0].size();
-  const bool stream = total * sizeof(float) >= kStreamBytes;
+  const bool stream = total * sizeof(float) >= stream_bytes();
 
   // An output takes over the buffer of a dense input that dies with this
   // node (Adam's old m, v and parameter; a chain's consumed intermediate),
@@ -298,6 +312,28 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
     }
   }
 
+  // A vector broadcast over leading dimensions (a bias, a layer norm's
+  // scale: collapsed strides (0, 1)) repeats with period L, so a chunk reads
+  // it in place: inside the row when L >= kChunk, else from a copy of the
+  // row repeated past kChunk elements, made once. Gathering it per chunk
+  // cost as much as one of the region's ops.
+  std::vector<int64_t> period(num_inputs, 0);
+  std::vector<std::vector<float>> repeated(num_inputs);
+  for (int k = 0; k < num_inputs; ++k) {
+    const auto& layout = plans[k].layout;
+    if (plans[k].kind != InputPlan::strided || layout.shape.size() != 2 ||
+        layout.strides[0][0] != 0 || layout.strides[0][1] != 1) {
+      continue;
+    }
+    const int64_t len = layout.shape[1];
+    const float* row = inputs[k].data<float>();
+    period[k] = len;
+    if (len < static_cast<int64_t>(kChunk)) {
+      repeated[k].resize(kChunk + len);
+      for (size_t i = 0; i < repeated[k].size(); ++i) repeated[k][i] = row[i % len];
+    }
+  }
+
   // One chunk: gather its strided inputs, then run the ops in order.
   auto run_chunk = [&](size_t ch, float* scratch, std::vector<const float*>& ptr) {
     const size_t start = ch * kChunk;
@@ -305,7 +341,20 @@ bool eval_f32_chain(const Compiled& c, const std::vector<array>& inputs,
     for (int k = 0; k < num_inputs; ++k) {
       if (plans[k].kind == InputPlan::dense) {
         ptr[k] = inputs[k].data<float>() + start;
-      } else if (plans[k].kind == InputPlan::strided) {
+        continue;
+      }
+      if (period[k] > 0) {
+        const size_t at = start % static_cast<size_t>(period[k]);
+        if (!repeated[k].empty()) {
+          ptr[k] = repeated[k].data() + at;
+          continue;
+        }
+        if (at + n <= static_cast<size_t>(period[k])) {
+          ptr[k] = inputs[k].data<float>() + at;
+          continue;
+        }
+      }
+      if (plans[k].kind == InputPlan::strided) {
         float* dst = scratch + buffer[k] * kChunk;
         gather_into(inputs[k], plans[k], start, n, dst);
         ptr[k] = dst;
