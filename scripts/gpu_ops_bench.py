@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 import loom.core as mx
+from gpu_bench import bench  # same directory: scripts/ is sys.path[0]
 
 try:
     import torch
@@ -16,19 +17,6 @@ try:
     HAVE_TORCH = torch.cuda.is_available()
 except Exception:  # noqa: BLE001 - any import failure means no peer
     HAVE_TORCH = False
-
-
-def bench(fn, repeat=10, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        mx.synchronize()
-        t = time.perf_counter()
-        fn()
-        mx.synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
 
 
 def tbench(fn, repeat=10, warmup=2):
@@ -46,7 +34,7 @@ def tbench(fn, repeat=10, warmup=2):
 
 
 def row(name, loom_gpu, loom_cpu=None, torch_fn=None):
-    g = bench(loom_gpu)
+    g = bench(loom_gpu, repeat=10, warmup=2)
     c = bench(loom_cpu, repeat=3, warmup=1) if loom_cpu is not None else None
     t = tbench(torch_fn) if (torch_fn is not None and HAVE_TORCH) else None
     parts = [f"  {name}: GPU {g:.3f} ms"]

@@ -5,26 +5,12 @@ warm-up; device work synchronised before each clock read). Env switches are
 read once per process, so gpu_prof.sh runs a section once per variant.
 """
 
-import statistics
 import sys
-import time
 
 import numpy as np
 
 import loom.core as mx
-
-
-def bench(fn, repeat=20, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        mx.synchronize()
-        t = time.perf_counter()
-        fn()
-        mx.synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+from gpu_bench import bench  # same directory: scripts/ is sys.path[0]
 
 
 def chain():
