@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "loom/backend/cpu/fast_attention_tiles.h"
+#include "loom/backend/cpu/thread_pool.h"
 #include "loom/ops.h"
 #include "loom/transforms/transforms.h"
 
@@ -85,15 +87,19 @@ TEST(Fast, AttentionTilesMatchBlasPath) {
       {45, 17, 40, 40, 2, 1, "", false, true, true},
       {64, 200, 16, 96, 2, 2, "causal", false, false, false},
   };
+  // The tiles give each (batch, head) task a thread of its own and step
+  // aside when the tasks are fewer than the threads: a batch as large as the
+  // pool keeps them on with any thread count.
+  const int batch = std::max(2, cpu::num_threads());
   uint64_t seed = 20;
   for (const Case& c : cases) {
-    array q = randn({2, c.nq, c.tq, c.d}, seed++);
-    array k = randn({2, c.nkv, c.tk, c.d}, seed++);
-    array v = randn({2, c.nkv, c.tk, c.dv}, seed++);
-    array ct = randn({2, c.nq, c.tq, c.dv}, seed++);
+    array q = randn({batch, c.nq, c.tq, c.d}, seed++);
+    array k = randn({batch, c.nkv, c.tk, c.d}, seed++);
+    array v = randn({batch, c.nkv, c.tk, c.dv}, seed++);
+    array ct = randn({batch, c.nq, c.tq, c.dv}, seed++);
     std::optional<array> mask;
     if (c.bool_mask) mask = greater(randn({c.tq, c.tk}, seed++), array(-0.5f));
-    if (c.additive) mask = randn({2, 1, c.tq, c.tk}, seed++);
+    if (c.additive) mask = randn({batch, 1, c.tq, c.tk}, seed++);
     std::optional<array> sinks;
     if (c.sinks) sinks = randn({c.nq}, seed++);
     auto run = [&](bool fused) {

@@ -148,8 +148,8 @@ TEST(Gemm, Bf16LargeBPackedPerPanel) {
 // and OpenBLAS's panels.
 class GemmF32 : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override { previous_ = cpu::gemm_f32_native_cap(GetParam()); }
-  void TearDown() override { cpu::gemm_f32_native_cap(previous_); }
+  void SetUp() override { previous_ = cpu::gemm_f32_native_enable(GetParam() != 0); }
+  void TearDown() override { cpu::gemm_f32_native_enable(previous_); }
   int previous_ = 1;
 };
 

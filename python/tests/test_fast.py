@@ -3,6 +3,7 @@ against the gradient of its composite written with ordinary ops (backward);
 masks, grouped-query heads, sinks, dtypes, errors and leaks."""
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -683,6 +684,9 @@ def test_sdpa_gradients_one_kv_head(mask):
 # Shapes with 16+ query rows per head run Loom's float32 register tiles
 # (where the CPU has AVX-512): query rows off the tile heights, keys off
 # the 32-key tiles, head sizes off 16 lanes and value heads wider than 64.
+# The tiles give each (batch, head) task a thread and step aside when the
+# tasks are fewer than the pool's threads: a batch of one per CPU keeps them on.
+TILE_BATCH = max(2, int(os.environ.get("LOOM_NUM_THREADS") or os.cpu_count() or 2))
 TILE_SHAPES = [
     # (tq, tk, d, dv, nq, nkv)
     (37, 53, 24, 72, 4, 2),
@@ -696,7 +700,8 @@ TILE_SHAPES = [
 @pytest.mark.parametrize("kind", MASKS)
 def test_sdpa_tiles_values_and_gradients(shape, kind):
     tq, tk, d, dv, nq, nkv = shape
-    q, k, v = randn(2, nq, tq, d), randn(2, nkv, tk, d), randn(2, nkv, tk, dv)
+    b = TILE_BATCH
+    q, k, v = randn(b, nq, tq, d), randn(b, nkv, tk, d), randn(b, nkv, tk, dv)
     s = randn(nq)
     if kind == "causal":
         mask, ref_mask = "causal", "causal"
@@ -705,14 +710,14 @@ def test_sdpa_tiles_values_and_gradients(shape, kind):
         ref_mask[:, 0] = True
         mask = mx.array(ref_mask)
     elif kind == "additive":
-        ref_mask = randn(2, 1, tq, tk)
+        ref_mask = randn(b, 1, tq, tk)
         mask = mx.array(ref_mask)
     else:
         mask, ref_mask = None, None
     args = (mx.array(q), mx.array(k), mx.array(v), mx.array(s))
     got = mx.fast.scaled_dot_product_attention(*args[:3], scale=0.3, mask=mask, sinks=args[3])
     close(got, np_sdpa(q, k, v, 0.3, ref_mask, s), 1e-4, 1e-4)
-    ct = mx.array(randn(2, nq, tq, dv))
+    ct = mx.array(randn(b, nq, tq, dv))
     f = lambda q, k, v, s: (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=mask, sinks=s) * ct).sum()
     g = lambda q, k, v, s: (mx_sdpa(q, k, v, 0.3, mask, s) * ct).sum()
     got = mx.grad(f, argnums=(0, 1, 2, 3))(*args)
@@ -725,8 +730,9 @@ def test_sdpa_tiles_values_and_gradients(shape, kind):
 def test_sdpa_tiles_half_precision_gradients(dtype):
     # Half inputs compute in float32 (the tiles) and round once at the end.
     dt = getattr(mx, dtype)
-    q, k, v = randn(1, 2, 40, 32), randn(1, 2, 70, 32), randn(1, 2, 70, 32)
-    ct = randn(1, 2, 40, 32)
+    b = TILE_BATCH
+    q, k, v = randn(b, 2, 40, 32), randn(b, 2, 70, 32), randn(b, 2, 70, 32)
+    ct = randn(b, 2, 40, 32)
     args = [mx.array(t).astype(dt) for t in (q, k, v)]
     got = mx.fast.scaled_dot_product_attention(*args, scale=0.2, mask="causal")
     assert got.dtype == dt

@@ -236,6 +236,12 @@ struct Attention {
   // Each worker owns its scratch buffers for all its tasks; its products
   // run on its thread. With fewer tasks than threads they run on the
   // calling thread, each product split over the pool by cpu::gemm.
+  // The tiles run each task on its thread: with fewer tasks than threads
+  // the BLAS path, which splits each product over the pool, is used instead.
+  static bool leaves_threads_idle(int64_t count) {
+    return count < cpu::num_threads() && !cpu::in_parallel_region();
+  }
+
   template <typename Worker>
   void for_tasks(int64_t count, Worker&& worker) const {
     const int threads = cpu::num_threads();
@@ -327,9 +333,7 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
     const int64_t block = a.block_rows();
     const int64_t blocks = (a.Tq + block - 1) / block;
     const int64_t heads = a.B * a.Nq;
-    // The tiles run each task on its thread: with fewer tasks than threads,
-    // the BLAS path splits each product over the pool.
-    if (heads * blocks < cpu::num_threads() && !cpu::in_parallel_region()) a.use_tiles = false;
+    if (a.leaves_threads_idle(heads * blocks)) a.use_tiles = false;
     const std::vector<float> kp = a.use_tiles ? a.pack_heads(a.k.ptr, a.D) : std::vector<float>{};
     const size_t kp_each = a.use_tiles ? tiles::packed_size(a.Tk, a.D) : 0;
     // One task per (head, query block), a head's blocks one after another
@@ -384,9 +388,7 @@ void ScaledDotProductAttentionVJP::eval_cpu(const std::vector<array>& inputs,
     using T = decltype(tag);
     using C = Acc<T>;
     auto a = attention_inputs<T, C>(inputs, scale_, mask_mode_, has_sinks_);
-    // The tiles run each task on its thread: with fewer (batch, kv head)
-    // tasks than threads, the BLAS path splits each product over the pool.
-    if (a.B * a.Nkv < cpu::num_threads() && !cpu::in_parallel_region()) a.use_tiles = false;
+    if (a.leaves_threads_idle(a.B * a.Nkv)) a.use_tiles = false;
     Dense<C> O = dense<T, C>(inputs[n - 2]);
     Dense<C> dO = dense<T, C>(inputs[n - 1]);
     // Each task's first block writes its dK and dV rows with beta 0 (and

@@ -4,16 +4,12 @@
 #include <type_traits>
 
 #include "loom/backend/cpu/blas.h"
+#include "loom/backend/cpu/gemm_tiles.h"
 #include "loom/backend/cpu/thread_pool.h"
 
 namespace loom::cpu {
 
 namespace {
-
-// Products below this many multiply-adds run as one call: waking the pool
-// costs more than it saves (the same threshold OpenBLAS uses for its own
-// threads).
-constexpr double kParallelProduct = 65536.0 * 4;
 
 // Matrix elements a GEMV chunk reads at least: below it the product is
 // over before a second thread has started.
@@ -159,8 +155,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* a
       return;
     }
   }
-  const double work = static_cast<double>(M) * N * K;
-  if (num_threads() == 1 || work < kParallelProduct || in_parallel_region()) {
+  if (!splits_over_pool(M, N, K)) {
     blas_gemm<T>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

@@ -35,14 +35,16 @@ extern template void gemm<std::complex<float>>(bool, bool, int64_t, int64_t, int
                                                std::complex<float>, std::complex<float>*, int64_t);
 
 // float32 products through Loom's own AVX-512 kernel (gemm_f32.cpp), which
-// gemm<float> takes where it suits: a CPU with AVX-512F, M and N of at least
-// 2, and op(B) of at most 16 MB (it is packed whole, once, for all threads).
+// gemm<float> takes where it suits: a CPU with AVX-512F, M of at least 2, N
+// of at least one 32-column panel, at least 2M multiply-adds (OpenBLAS's
+// small-matrix kernels win below), and op(B) of at most 16 MB (it is packed
+// whole, once, for all threads).
 bool gemm_f32_native_suits(int64_t M, int64_t N, int64_t K);
 void gemm_f32_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a,
                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// Turns the native float32 kernel off (0: every product through OpenBLAS) or
-// on (1), for tests of both paths; returns the previous setting.
-int gemm_f32_native_cap(int level);
+// Turns the native float32 kernel off (every product through OpenBLAS) or on,
+// for tests of both paths; returns the previous setting.
+bool gemm_f32_native_enable(bool on);
 
 // bfloat16 operands (raw bits), float32 result, float32 accumulation:
 // C = op(A) op(B). A native AVX-512 BF16 kernel where the CPU has one,

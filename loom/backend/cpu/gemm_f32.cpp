@@ -39,10 +39,8 @@ constexpr int64_t kSharedBFloats = int64_t{4} << 20;
 // 12 x 32 tiles (one thread, CPU time: 100 x 130 x 71 0.020 ms against 0.026;
 // 256 x 10 x 1024 0.11 against 0.21).
 constexpr double kMinNativeProduct = 2.0 * 1024 * 1024;
-// Multiply-adds below which a product runs on the calling thread.
-constexpr double kParallelProduct = 65536.0 * 4;
 
-std::atomic<int> g_cap{1};
+std::atomic<bool> g_enabled{true};
 
 bool detect() {
   __builtin_cpu_init();
@@ -52,7 +50,7 @@ bool detect() {
 
 bool available() {
   static const bool has = detect();
-  return has && g_cap.load(std::memory_order_relaxed) > 0;
+  return has && g_enabled.load(std::memory_order_relaxed);
 }
 
 // The k blocks of a product, of near-equal length (784 = 2 x 392, not 512 + 272).
@@ -259,14 +257,13 @@ bool gemm_f32_native_suits(int64_t M, int64_t N, int64_t K) {
   return panels * kNR * K <= kSharedBFloats;
 }
 
-int gemm_f32_native_cap(int level) { return g_cap.exchange(level); }
+bool gemm_f32_native_enable(bool on) { return g_enabled.exchange(on); }
 
 void gemm_f32_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a,
                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int64_t panels = (N + kNR - 1) / kNR;
   const int64_t threads = num_threads();
-  const bool parallel =
-      threads > 1 && !in_parallel_region() && static_cast<double>(M) * N * K >= kParallelProduct;
+  const bool parallel = splits_over_pool(M, N, K);
   std::unique_ptr<float[]> bpack(new float[static_cast<size_t>(panels * K * kNR)]);
   // Packing a small B takes less than waking a second thread.
   const int64_t pack_chunks =

@@ -35,24 +35,15 @@ namespace loom::cpu {
 
 namespace {
 
-// Multiply-adds below which a product is not split over the pool.
-constexpr double kParallelProduct = 65536.0 * 4;
-
 // Rows of A per thread at least, when splitting over rows.
 constexpr int64_t kMinPanel = 48;
-
-// Whether split_product spreads a product over the pool.
-bool splits(int64_t M, int64_t N, int64_t K) {
-  const double work = static_cast<double>(M) * N * K;
-  return num_threads() > 1 && work >= kParallelProduct && !in_parallel_region();
-}
 
 // Splits rows (or, for thin products, columns) of C into one panel per pool
 // thread and runs body(m0, m1, n0, n1) for each.
 template <typename F>
 void split_product(int64_t M, int64_t N, int64_t K, F&& body) {
   const int64_t threads = num_threads();
-  if (!splits(M, N, K)) {
+  if (!splits_over_pool(M, N, K)) {
     body(0, M, 0, N);
     return;
   }
@@ -505,7 +496,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   }
 #if defined(__x86_64__)
   if (has_native_bf16()) {
-    if (splits(M, N, K) && shares_b(N, K)) {
+    if (splits_over_pool(M, N, K) && shares_b(N, K)) {
       const PackedB packed = pack_b_whole(b, ldb, tb, N, K);
       over_tile_blocks(M, N, kMR, kNR, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
         bf16_panel_packed(ta, K, a, lda, packed, c, ldc, m0, m1, n0, n1);

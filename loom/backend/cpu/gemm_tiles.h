@@ -9,6 +9,17 @@
 
 namespace loom::cpu {
 
+// Multiply-adds below which a product runs on the calling thread: waking the
+// pool costs more than it saves (the threshold OpenBLAS uses for its own
+// threads).
+constexpr double kParallelProduct = 65536.0 * 4;
+
+// Whether a product is spread over the pool.
+inline bool splits_over_pool(int64_t M, int64_t N, int64_t K) {
+  return num_threads() > 1 && !in_parallel_region() &&
+         static_cast<double>(M) * N * K >= kParallelProduct;
+}
+
 // Runs body(m0, m1, n0, n1) over blocks of C taken from the pool's counter:
 // blocks of `mr`-row tiles, each packing only its own rows of A, or, for a
 // product fewer than two tiles per thread tall, blocks of `nr`-column panels
