@@ -116,12 +116,6 @@ bool fusable(const GraphNode& n) {
 
 bool is_broadcast(const GraphNode& n) { return n.primitive->traits().broadcast; }
 
-size_t elements(const Shape& shape) {
-  size_t n = 1;
-  for (auto d : shape) n *= static_cast<size_t>(d);
-  return n;
-}
-
 // Ops one recomputed value may cost a region that reads it
 // (LOOM_COMPILE_RECOMPUTE overrides; 0 turns recomputation off).
 int max_recompute() {
@@ -234,7 +228,7 @@ void fuse(Graph& g) {
   for (int r = 0; r < static_cast<int>(members.size()); ++r) {
     if (members[r].empty()) continue;
     const int seed = members[r][0];
-    const size_t size = elements(g.nodes[seed].shapes[0]);
+    const size_t size = shape_size(g.nodes[seed].shapes[0]);
     std::set<std::tuple<int, int, int>> reads;
     auto key = [](const ValueRef& v) { return std::make_tuple(int(v.kind), v.id, v.index); };
     for (int m : members[r]) {

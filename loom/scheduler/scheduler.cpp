@@ -167,7 +167,9 @@ bool StreamWorker::try_run_inline(std::function<void()>& task, Event& done) {
     if (backend_ != nullptr && !signal_each_task()) {
       // Held back: the next inline task's signal, or the worker's, covers
       // it (completion is monotonic); the evaluating thread sends the last.
-      if (inline_deferred_ == 0) t_inline_held.push_back(this);
+      // Listed on this thread even when another thread's inline task is
+      // held here too, so this thread's flush before it blocks sends it.
+      if (t_inline_held.empty() || t_inline_held.back() != this) t_inline_held.push_back(this);
       inline_deferred_ = seq;
     } else {
       // Under the lock: the worker's next signal is queued after this one.
@@ -476,6 +478,10 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   const size_t inline_limit = worker.on_device() ? device_inline_bytes() : kInlineBytes;
   if (!(may_run_inline && waits.empty() && bytes <= inline_limit &&
         worker.try_run_inline(task, done))) {
+    // A task that waits on another stream may wait on a signal this thread
+    // holds back: send those now, or that stream's worker idles until the
+    // whole graph is scheduled.
+    if (!waits.empty()) flush_inline_held();
     done = worker.submit(std::move(task));
   }
   // The event and the detached node are written before the status moves on,

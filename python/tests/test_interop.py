@@ -259,3 +259,13 @@ def test_tensorflow_routes():
     x = mx.array([[1.5, -2.0], [3.0, 4.0]]) * 2
     back = tf.experimental.dlpack.from_dlpack(x.__dlpack__())  # evaluates x first
     assert back.numpy().tolist() == [[3.0, -4.0], [6.0, 8.0]]
+
+
+def test_large_numpy_buffers_copy_exactly():
+    # Buffers of 4 MiB and more are copied in 1 MiB pieces over the CPU pool:
+    # a size off the piece grid and distinct values catch a misplaced piece.
+    for n in (5_000_011, (4 << 20) // 4):
+        src = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(np.array(mx.array(src)), src)
+    strided = np.arange(3 * 2_000_003, dtype=np.float32)[::3]
+    np.testing.assert_array_equal(np.array(mx.array(strided)), strided)
