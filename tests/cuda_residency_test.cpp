@@ -355,8 +355,31 @@ TEST(CudaScheduling, HeldBackSignalsAndWaitsOnTheEvaluatingThread) {
   d.eval();
   EXPECT_EQ(d.data<float>()[0], 341.0f);
 
-  // async_eval then eval from another thread: the signal the first thread
-  // sends after scheduling is what the second one waits for.
+  // Two threads evaluating graphs built on one device stream (streams are
+  // thread-affine for building, not for evaluating): a thread's inline task
+  // may be held back on a worker the other thread listed first; each thread
+  // still sends it before it blocks and when its eval ends, so values are
+  // right and nothing waits forever.
+  std::vector<array> ends;
+  for (int t = 0; t < 2; ++t) {
+    array v = x;
+    for (int i = 0; i < 40; ++i) v = add(v, array(1.0f), s);
+    ends.push_back(multiply(v, array(1.0f), cpu)); // waits on the device stream
+  }
+  std::vector<float> last(2, 0.0f);
+  std::vector<std::thread> evaluators;
+  for (int t = 0; t < 2; ++t) {
+    evaluators.emplace_back([&, t] {
+      ends[t].eval();
+      last[t] = ends[t].data<float>()[15];
+    });
+  }
+  for (auto& e : evaluators) e.join();
+  EXPECT_EQ(last[0], 190.0f);
+  EXPECT_EQ(last[1], 190.0f);
+
+  // async_eval (never inline) then eval from another thread: the second
+  // thread waits for the worker's signal.
   array z = x;
   for (int i = 0; i < 30; ++i) z = multiply(z, array(1.0f), s);
   async_eval({z});
