@@ -64,6 +64,14 @@ void copy_to_row_major(const array& src, void* dst, cudaStream_t s);
 // fallback. For kernels that run other primitives (a fused region op by op).
 void eval_primitive(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs);
 
+// Whether the host holds a valid copy of `a`'s buffer (its values can be
+// checked there without waiting on the GPU).
+bool host_valid(const array& a);
+// A pinned, device-mapped int per worker thread that index kernels set when
+// an index is out of range. Shared by every such kernel on the thread, so
+// zero it before each launch and read it only after synchronising.
+int* bad_flag();
+
 // Number of multiprocessors of GPU `index`.
 int multiprocessor_count(int index);
 

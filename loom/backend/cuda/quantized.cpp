@@ -370,10 +370,6 @@ bool quantized_matmul_kernel(Primitive& p, const std::vector<array>& inputs,
   return true;
 }
 
-bool host_valid(const array& a) {
-  return (a.data_shared_ptr()->valid() & allocator::Data::kHost) != 0;
-}
-
 // The CPU kernel's error for the first out-of-range pair (reads the host copies).
 void raise_bad_pair(const array& lhs, const array& rhs, long long bx, long long bw) {
   const uint32_t* li = lhs.data<uint32_t>();
@@ -386,17 +382,6 @@ void raise_bad_pair(const array& lhs, const array& rhs, long long bx, long long 
                               std::to_string(bw) + " matrices of w.");
     }
   }
-}
-
-// A pinned flag per worker thread for the out-of-range report.
-int* bad_flag() {
-  thread_local int* flag = [] {
-    void* p = nullptr;
-    check(cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
-          "cudaHostAlloc (gather_qmm flag)");
-    return static_cast<int*>(p);
-  }();
-  return flag;
 }
 
 bool gather_qmm_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
