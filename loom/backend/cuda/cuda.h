@@ -59,6 +59,10 @@ void* alloc_output(array& out);
 void copy_strided(const array& src, void* dst, const std::vector<int64_t>& dst_strides,
                   cudaStream_t s);
 void copy_to_row_major(const array& src, void* dst, cudaStream_t s);
+// A row-major device pointer to `a` for kernels that index it densely: `a`'s
+// own buffer when it already is, else a copy in `tmp`, which the caller frees
+// (stream-ordered) after its launch; `tmp` is left untouched when unused.
+const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s);
 
 // Runs `p` on the GPU as the scheduler would: its GPU kernel, or the CPU
 // fallback. For kernels that run other primitives (a fused region op by op).

@@ -94,15 +94,6 @@ extern "C" __global__ void NAME(const T* __restrict__ q, const T* __restrict__ k
   return src;
 }
 
-// A dense device pointer to `a`: in place when it is row-major, else a copy
-// in `tmp` (a broadcast zero state, a strided view), freed by the caller.
-const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
-  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
-  tmp = device_pool(current_device()).malloc(a.nbytes());
-  copy_to_row_major(a, tmp.ptr, s);
-  return tmp.ptr;
-}
-
 bool delta_rule_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                        cudaStream_t s) {
   const bool has_mask = state_get<bool>(p.state(), p.name(), "has_mask");

@@ -235,15 +235,6 @@ extern "C" __global__ void NAME_deq(const unsigned* __restrict__ w, const T* __r
 
 bool float_type(Dtype d) { return d == float32 || d == float16 || d == bfloat16; }
 
-// A dense device pointer to `a`: in place when it is row-major, else a copy
-// in `tmp` (freed by the caller, stream-ordered).
-const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
-  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
-  tmp = device_pool(current_device()).malloc(a.nbytes());
-  copy_to_row_major(a, tmp.ptr, s);
-  return tmp.ptr;
-}
-
 void launch_grid(cudaKernel_t k, long long total, void** args, cudaStream_t s, const char* what) {
   if (total <= 0) return;
   const long long blocks = std::min<long long>((total + 255) / 256, 132LL * 64);
