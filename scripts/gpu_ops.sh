@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device call for the sort/select, quantized, FFT (and conv) GPU kernels:
 # build Loom with CUDA (no C++ tests unless LOOM_GPU_OPS_CTEST=1), run
-# test_cuda_ops.py and the neighbouring GPU test files, time the kernels next
-# to the CPU and PyTorch, and (LOOM_GPU_OPS_SUITE=1) the whole suite with the
-# GPU as default device. Logs under $OUT (default /tmp/loom-gpu-ops).
+# test_cuda_ops.py (LOOM_GPU_OPS_FILES names other test files), time the
+# kernels next to the CPU and PyTorch, and (LOOM_GPU_OPS_SUITE=1) the whole
+# suite with the GPU as default device. Logs under $OUT (default /tmp/loom-gpu-ops).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/loom-gpu-ops}

@@ -24,10 +24,10 @@ if [ $rc -ne 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -40; exit $
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
 if [ "$what" = "tests" ] || [ "$what" = "all" ]; then
-  echo "== GPU tests (${LOOM_PROF_TESTS:-test_cuda_compile.py test_cuda_kernels.py})"
+  echo "== GPU tests (${LOOM_PROF_TESTS:-test_cuda_compile.py test_cuda_kernels.py test_cuda_launch.py})"
   start=$(date +%s)
   (cd python/tests && timeout ${TESTS_TIMEOUT:-150} $PY -m pytest -q -x -p no:cacheprovider \
-     -n ${TEST_WORKERS:-8} ${LOOM_PROF_TESTS:-test_cuda_compile.py test_cuda_kernels.py}) \
+     -n ${TEST_WORKERS:-8} ${LOOM_PROF_TESTS:-test_cuda_compile.py test_cuda_kernels.py test_cuda_launch.py}) \
      >"$OUT/pytest.log" 2>&1
   echo "pytest rc=$? in $(( $(date +%s) - start )) s: $(tail -1 "$OUT/pytest.log")" | tee -a "$OUT/summary.txt"
   grep -E "^FAILED|^ERROR|Error" "$OUT/pytest.log" | head -20

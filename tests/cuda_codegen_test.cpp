@@ -53,13 +53,17 @@ TEST(CudaCodegen, GeluBuildsForEveryFloatTypeAndLayout) {
     Compiled c = gelu(d);
     for (const char* modes : {"csss", "gsss"}) {
       for (bool vec : {true, false}) {
-        std::string src = cuda::fused_kernel_source(c, {d, d, d, d}, modes, {d}, vec);
-        ASSERT_FALSE(src.empty());
-        EXPECT_NE(src.find("erf"), std::string::npos);
-        size_t pos = src.find("NAME(");
-        ASSERT_NE(pos, std::string::npos);
-        src.replace(pos, 4, "loom_fused_test");
-        EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+        // Unroll 1 and the launcher's default of 2 (only vectorised kernels unroll).
+        for (int unroll : {1, 2}) {
+          if (!vec && unroll > 1) continue;
+          std::string src = cuda::fused_kernel_source(c, {d, d, d, d}, modes, {d}, vec, unroll);
+          ASSERT_FALSE(src.empty());
+          EXPECT_NE(src.find("erf"), std::string::npos);
+          size_t pos = src.find("NAME(");
+          ASSERT_NE(pos, std::string::npos);
+          src.replace(pos, 4, "loom_fused_test");
+          EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+        }
       }
     }
   }
@@ -74,11 +78,13 @@ TEST(CudaCodegen, SeveralOutputsComparisonsSelectAndCasts) {
   ops.push_back(FusedOp{std::make_shared<AsType>(s(), float16), {4}, sh, float16}); // 5
   ops.push_back(FusedOp{std::make_shared<AsType>(s(), bool_), {0}, sh, bool_});     // 6
   Compiled c(s(), 2, std::move(ops), {1, 3, 4});
-  std::string src =
-      cuda::fused_kernel_source(c, {float32, float32}, "gs", {bool_, float16, bool_}, true);
-  ASSERT_FALSE(src.empty());
-  src.replace(src.find("NAME("), 4, "loom_fused_test");
-  EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  for (int unroll : {1, 2}) {
+    std::string src = cuda::fused_kernel_source(c, {float32, float32}, "gs",
+                                                {bool_, float16, bool_}, true, unroll);
+    ASSERT_FALSE(src.empty());
+    src.replace(src.find("NAME("), 4, "loom_fused_test");
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
 }
 
 TEST(CudaCodegen, IntegerRegionsBuild) {
@@ -89,10 +95,12 @@ TEST(CudaCodegen, IntegerRegionsBuild) {
   ops.push_back(binary(BinaryOp::Maximum, 3, 0, int32, sh));
   ops.push_back(FusedOp{std::make_shared<AsType>(s(), float32), {4}, sh, float32});
   Compiled c(s(), 2, std::move(ops), {3});
-  std::string src = cuda::fused_kernel_source(c, {int32, int32}, "cs", {float32}, true);
-  ASSERT_FALSE(src.empty());
-  src.replace(src.find("NAME("), 4, "loom_fused_test");
-  EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  for (int unroll : {1, 2}) {
+    std::string src = cuda::fused_kernel_source(c, {int32, int32}, "cs", {float32}, true, unroll);
+    ASSERT_FALSE(src.empty());
+    src.replace(src.find("NAME("), 4, "loom_fused_test");
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
 }
 
 TEST(CudaCodegen, OpsWithoutADeviceFormAreDeclined) {

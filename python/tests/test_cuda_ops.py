@@ -370,6 +370,16 @@ def test_cross_entropy_edges_and_gradient_match_cpu():
         return mx.grad(lambda x: mx.fast.cross_entropy(x, t, stream=s).sum(stream=s))(x)
 
     close(*both(grad), 1e-6)
+    # Strided logits and targets (the kernel takes any layout since it copies
+    # them row-major first): every other column and target, a transposed matrix.
+    # Negative targets count from the end of the row.
+    wide = rand((8, 600), 5) * 4
+    tall = rand((300, 8), 6) * 4
+    ts = mx.array((np.arange(16, dtype=np.int32) * 37) % 300 - 100)
+    for lg, tg in [(wide[:, ::2], ts[::2]), (mx.transpose(tall), ts[1::2])]:
+        assert lg.shape == (8, 300) and tg.shape == (8,)
+        g, c = both(lambda s, lg=lg, tg=tg: mx.fast.cross_entropy(lg, tg, stream=s))
+        np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-5)
 
 
 # --- mx.fast.gated_delta_update ------------------------------------------------

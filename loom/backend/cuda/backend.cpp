@@ -240,8 +240,11 @@ class CudaBackend final : public scheduler::DeviceBackend {
       return;
     }
     if (is_view_type(type, p)) {
-      // Only re-describes an input's buffer: nothing to move, nothing that
-      // blocks, so no held-back signal needs sending first.
+      // Mostly re-describes an input's buffer. A Reshape or Flatten whose
+      // input cannot be viewed copies it on the CPU instead, which downloads
+      // the input; that waits only for work already queued on the device,
+      // never for another task's signal, so it cannot deadlock and no
+      // held-back signal needs sending first.
       p.eval_cpu(inputs, outputs);
       return;
     }

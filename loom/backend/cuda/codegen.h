@@ -39,11 +39,6 @@ std::string fused_kernel_source(const compile_detail::Compiled& c,
                                 const std::vector<Dtype>& input_dtypes, const std::string& modes,
                                 const std::vector<Dtype>& output_dtypes, bool vec, int unroll = 1);
 
-// How many four-element accesses a thread of an eager element-wise kernel
-// makes per loop step (LOOM_CUDA_UNROLL, 1 to 8; default 1: x*2 over 1 GiB
-// took 245 us of kernel time with 1, 256 with 2 on an H200).
-int vector_unroll();
-
 // The source of kernel `name`: softmax (or, with `logsumexp`, logsumexp) of
 // each row of the last axis, one block per row.
 std::string row_softmax_source(const std::string& name, Dtype d, bool logsumexp);

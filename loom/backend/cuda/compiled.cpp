@@ -355,17 +355,6 @@ unsigned fused_min_blocks() {
   return k;
 }
 
-// LOOM_CUDA_FUSED_BLOCKS_PER_SM=k caps the fused kernel's grid at k blocks
-// per multiprocessor (a grid-stride loop covers the rest); 0: one thread per
-// unit of work.
-size_t fused_block_cap() {
-  static const size_t k = [] {
-    const char* v = std::getenv("LOOM_CUDA_FUSED_BLOCKS_PER_SM");
-    return v != nullptr ? static_cast<size_t>(std::atoll(v)) : size_t(0);
-  }();
-  return k == 0 ? SIZE_MAX : k * static_cast<size_t>(multiprocessor_count(current_device()));
-}
-
 // The region op by op, each on its own eager kernel.
 void run_op_by_op(const Compiled& c, const std::vector<array>& inputs,
                   std::vector<array>& outputs) {
@@ -488,8 +477,7 @@ bool compiled_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
   const unsigned threads = fused_threads();
   size_t work = vec ? ((n + 3) / 4 + unroll - 1) / unroll : n;
   // One thread per unit of work keeps the most loads in flight.
-  size_t blocks =
-      std::min<size_t>({(work + threads - 1) / threads, 0x7fffffffu, fused_block_cap()});
+  size_t blocks = std::min<size_t>((work + threads - 1) / threads, 0x7fffffffu);
   launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), args.data(), 0, stream,
                 "cudaLaunchKernel (fused region)");
   return true;

@@ -87,13 +87,6 @@ extern "C" __global__ void NAME(const T* __restrict__ x, T* __restrict__ col, Co
   return src;
 }
 
-const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
-  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
-  tmp = device_pool(current_device()).malloc(a.nbytes());
-  copy_to_row_major(a, tmp.ptr, s);
-  return tmp.ptr;
-}
-
 bool conv_kernel(Primitive& prim, const std::vector<array>& inputs, std::vector<array>& outputs,
                  cudaStream_t s) {
   auto* conv = dynamic_cast<Convolution*>(&prim);

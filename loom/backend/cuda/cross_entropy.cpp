@@ -46,15 +46,6 @@ extern "C" __global__ void NAME(const T* __restrict__ logits, const int* __restr
   return src;
 }
 
-// A dense device pointer to `a`: in place when it is row-major, else a copy
-// in `tmp`, freed by the caller.
-const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
-  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
-  tmp = device_pool(current_device()).malloc(a.nbytes());
-  copy_to_row_major(a, tmp.ptr, s);
-  return tmp.ptr;
-}
-
 bool cross_entropy_kernel(Primitive& p, const std::vector<array>& inputs,
                           std::vector<array>& outputs, cudaStream_t s) {
   const array &logits = inputs[0], &targets = inputs[1];

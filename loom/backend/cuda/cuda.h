@@ -59,10 +59,22 @@ void* alloc_output(array& out);
 void copy_strided(const array& src, void* dst, const std::vector<int64_t>& dst_strides,
                   cudaStream_t s);
 void copy_to_row_major(const array& src, void* dst, cudaStream_t s);
+// A row-major device pointer to `a` for kernels that index it densely: `a`'s
+// own buffer when it already is, else a copy in `tmp`, which the caller frees
+// (stream-ordered) after its launch; `tmp` is left untouched when unused.
+const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s);
 
 // Runs `p` on the GPU as the scheduler would: its GPU kernel, or the CPU
 // fallback. For kernels that run other primitives (a fused region op by op).
 void eval_primitive(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs);
+
+// Whether the host holds a valid copy of `a`'s buffer (its values can be
+// checked there without waiting on the GPU).
+bool host_valid(const array& a);
+// A pinned, device-mapped int per worker thread that index kernels set when
+// an index is out of range. Shared by every such kernel on the thread, so
+// zero it before each launch and read it only after synchronising.
+int* bad_flag();
 
 // Number of multiprocessors of GPU `index`.
 int multiprocessor_count(int index);

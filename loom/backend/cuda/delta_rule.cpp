@@ -94,15 +94,6 @@ extern "C" __global__ void NAME(const T* __restrict__ q, const T* __restrict__ k
   return src;
 }
 
-// A dense device pointer to `a`: in place when it is row-major, else a copy
-// in `tmp` (a broadcast zero state, a strided view), freed by the caller.
-const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
-  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
-  tmp = device_pool(current_device()).malloc(a.nbytes());
-  copy_to_row_major(a, tmp.ptr, s);
-  return tmp.ptr;
-}
-
 bool delta_rule_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,
                        cudaStream_t s) {
   const bool has_mask = state_get<bool>(p.state(), p.name(), "has_mask");
@@ -122,6 +113,12 @@ bool delta_rule_kernel(Primitive& p, const std::vector<array>& inputs, std::vect
   long long Hv = v.shape(2), Dv = v.shape(3);
   const bool per_key = g.ndim() == 4;
   if (Dk > 256 || Hk == 0 || Hv % Hk != 0) return false;
+  // With no keys the state is empty and no warp would write y, which the CPU
+  // fills with zeros.
+  if (Dk == 0) return false;
+  // One warp per state row, eight to a block: the blocks must fit in grid.x.
+  const long long warps = B * Hv * Dv;
+  if ((warps + 7) / 8 > 0x7fffffffLL) return false;
   void* yp = alloc_output(y);
   void* sp = alloc_output(sf);
   if (sf.size() == 0) return true;
@@ -139,7 +136,6 @@ bool delta_rule_kernel(Primitive& p, const std::vector<array>& inputs, std::vect
   const void* s0 = dense_data(state, t[5], s);
   const void* mp = has_mask ? dense_data(inputs[6], t[6], s) : nullptr;
   void* args[] = {&qp, &kp, &vp, &gp, &bp, &s0, &mp, &yp, &sp, &B, &Tn, &Hk, &Hv, &Dv, &Dk};
-  const long long warps = B * Hv * Dv;
   check(cudaLaunchKernel(reinterpret_cast<const void*>(kern),
                          dim3(static_cast<unsigned>((warps + 7) / 8)), dim3(256), args, 0, s),
         "cudaLaunchKernel (gated_delta_update)");

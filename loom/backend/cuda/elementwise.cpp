@@ -111,7 +111,6 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
       vec = vec && reinterpret_cast<uintptr_t>(ptrs[k]) % (4 * inputs[k].itemsize()) == 0;
   }
 
-  const int unroll = vec ? vector_unroll() : 1;
   uint64_t rest = static_cast<uint64_t>(static_cast<int>(out.dtype().val)) | (vec ? 1ull << 8 : 0);
   for (size_t k = 0; k < inputs.size(); ++k) {
     rest |= static_cast<uint64_t>(static_cast<int>(inputs[k].dtype().val) & 0xff) << (16 + 8 * k);
@@ -129,7 +128,6 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
     name = std::string("loom_") + tag + "_" + std::to_string(static_cast<int>(out.dtype().val));
     for (auto& in : inputs) name += "_" + std::to_string(static_cast<int>(in.dtype().val));
     name += "_" + modes + (vec ? "_v4" : "");
-    if (vec && unroll > 1) name += "_u" + std::to_string(unroll);
   }
 
   auto make_source = [&] {
@@ -156,7 +154,7 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
         "  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
         "  const long long step = (long long)gridDim.x * blockDim.x;\n";
     // x_k = element `at` of input k; `vec_elem`: from the loaded vector a_k.
-    auto loads = [&](const std::string& at, bool from_vec, const std::string& sfx = "") {
+    auto loads = [&](const std::string& at, bool from_vec) {
       std::string l;
       for (size_t k = 0; k < inputs.size(); ++k) {
         std::string ks = std::to_string(k);
@@ -166,7 +164,7 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
                 ? std::string("loom_bits<") + storage_type(inputs[k].dtype()) + ">(v" + ks + ")"
             : modes[k] == 's' ? "in" + ks + "[0]"
             : modes[k] == 'g' ? "in" + ks + "[loom_offset(" + at + ", layout, " + ks + ")]"
-            : from_vec        ? "a" + ks + sfx + ".v[e]"
+            : from_vec        ? "a" + ks + ".v[e]"
                               : "in" + ks + "[" + at + "]";
         l += std::string(ct) + " x" + ks + " = (" + ct + ")loom_ld(" + val + "); ";
       }
@@ -174,39 +172,7 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
     };
     std::string value = std::string("(") + compute_type(out.dtype()) + ")(" + expr + ")";
     std::string first = "0";
-    if (vec && unroll > 1) {
-      // `unroll` vectors per thread, blockDim apart, all loaded first.
-      std::string u_n = std::to_string(unroll);
-      src +=
-          "  const long long nv = n / 4;\n"
-          "  const long long vstep = (long long)gridDim.x * blockDim.x * " +
-          u_n +
-          ";\n"
-          "  for (long long j0 = (long long)blockIdx.x * blockDim.x * " +
-          u_n + " + threadIdx.x; j0 < nv; j0 += vstep) {\n";
-      for (int u = 0; u < unroll; ++u) {
-        std::string us = std::to_string(u);
-        src += "    const long long j_" + us + " = j0 + " + us + " * (long long)blockDim.x;\n";
-        for (size_t k = 0; k < inputs.size(); ++k) {
-          if (modes[k] != 'c') continue;
-          std::string st = storage_type(inputs[k].dtype()), ks = std::to_string(k);
-          src += "    loom_vec4<" + st + "> a" + ks + "_" + us + " = {};\n    if (j_" + us +
-                 " < nv) a" + ks + "_" + us + " = *reinterpret_cast<const loom_vec4<" + st +
-                 ">*>(in" + ks + " + j_" + us + " * 4);\n";
-        }
-      }
-      for (int u = 0; u < unroll; ++u) {
-        std::string us = std::to_string(u);
-        std::string body = loads("j_" + us + " * 4 + e", true, "_" + us);
-        src += "    if (j_" + us + " < nv) {\n      const long long i = j_" + us + " * 4;\n" +
-               "      loom_vec4<" + out_store +
-               "> b;\n#pragma unroll\n      for (int e = 0; e < 4; ++e) { " + body +
-               "loom_st(&b.v[e], " + value + "); }\n" + "      *reinterpret_cast<loom_vec4<" +
-               out_store + ">*>(out + i) = b;\n    }\n";
-      }
-      src += "  }\n";
-      first = "nv * 4";
-    } else if (vec) {
+    if (vec) {
       src +=
           "  const long long nv = n / 4;\n"
           "  for (long long j = tid; j < nv; j += step) {\n"
@@ -262,7 +228,7 @@ bool run_generated(const char* tag, const std::string& expr, const std::vector<a
   args[nargs++] = &optr;
   args[nargs++] = &n;
   if (strided) args[nargs++] = &layout;
-  size_t units = vec ? ((out.size() + 3) / 4 + unroll - 1) / unroll : out.size();
+  size_t units = vec ? (out.size() + 3) / 4 : out.size();
   launch_elementwise(kernel, units, args, stream);
   return true;
 }

@@ -374,14 +374,7 @@ bool hadamard_kernel(Primitive& p, const std::vector<array>& inputs, std::vector
   void* y = alloc_output(out);
   if (out.size() == 0) return true;
   allocator::Buffer tmp{nullptr, 0};
-  const void* x;
-  if (in.flags().row_contiguous && in.data_size() == in.size()) {
-    x = device_data(in, s);
-  } else {
-    tmp = device_pool(current_device()).malloc(in.nbytes());
-    copy_to_row_major(in, tmp.ptr, s);
-    x = tmp.ptr;
-  }
+  const void* x = dense_data(in, tmp, s);
   const std::string name = "loom_hadamard_" + std::to_string(static_cast<int>(d.val));
   cudaKernel_t k = jit_kernel(name, [&] { return hadamard_source(name, d); });
   const unsigned threads = n >= 512 ? 256u : 64u;

@@ -346,20 +346,25 @@ void raise_out_of_range(const std::string& op, const Shape& shape, const std::ve
   if (require) throw std::out_of_range("[" + op + "] An index is out of bounds.");
 }
 
+} // namespace
+
 bool host_valid(const array& a) {
   return (a.data_shared_ptr()->valid() & allocator::Data::kHost) != 0;
 }
 
-// A pinned flag per worker thread for the kernels' out-of-range report.
+// Per thread rather than per launch: a cudaHostAlloc costs far more than the
+// kernel it would report for.
 int* bad_flag() {
   thread_local int* flag = [] {
     void* p = nullptr;
     check(cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
-          "cudaHostAlloc (gather flag)");
+          "cudaHostAlloc (index flag)");
     return static_cast<int*>(p);
   }();
   return flag;
 }
+
+namespace {
 
 // Fills the index and block parts of `p`; false when the case has no GPU
 // path (too many index arrays or dimensions, mixed or non-integer dtypes).

@@ -177,15 +177,6 @@ cudaKernel_t jit_kernel(const std::string& kernel_name,
   return k;
 }
 
-int vector_unroll() {
-  static const int u = [] {
-    const char* v = std::getenv("LOOM_CUDA_UNROLL");
-    int n = v != nullptr ? std::atoi(v) : 1;
-    return n >= 1 && n <= 8 ? n : 1;
-  }();
-  return u;
-}
-
 namespace {
 
 // Driver entry points fetched through the runtime (libcuda is not linked:

@@ -235,15 +235,6 @@ extern "C" __global__ void NAME_deq(const unsigned* __restrict__ w, const T* __r
 
 bool float_type(Dtype d) { return d == float32 || d == float16 || d == bfloat16; }
 
-// A dense device pointer to `a`: in place when it is row-major, else a copy
-// in `tmp` (freed by the caller, stream-ordered).
-const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
-  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
-  tmp = device_pool(current_device()).malloc(a.nbytes());
-  copy_to_row_major(a, tmp.ptr, s);
-  return tmp.ptr;
-}
-
 void launch_grid(cudaKernel_t k, long long total, void** args, cudaStream_t s, const char* what) {
   if (total <= 0) return;
   const long long blocks = std::min<long long>((total + 255) / 256, 132LL * 64);
@@ -370,10 +361,6 @@ bool quantized_matmul_kernel(Primitive& p, const std::vector<array>& inputs,
   return true;
 }
 
-bool host_valid(const array& a) {
-  return (a.data_shared_ptr()->valid() & allocator::Data::kHost) != 0;
-}
-
 // The CPU kernel's error for the first out-of-range pair (reads the host copies).
 void raise_bad_pair(const array& lhs, const array& rhs, long long bx, long long bw) {
   const uint32_t* li = lhs.data<uint32_t>();
@@ -386,17 +373,6 @@ void raise_bad_pair(const array& lhs, const array& rhs, long long bx, long long 
                               std::to_string(bw) + " matrices of w.");
     }
   }
-}
-
-// A pinned flag per worker thread for the out-of-range report.
-int* bad_flag() {
-  thread_local int* flag = [] {
-    void* p = nullptr;
-    check(cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
-          "cudaHostAlloc (gather_qmm flag)");
-    return static_cast<int*>(p);
-  }();
-  return flag;
 }
 
 bool gather_qmm_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs,

@@ -129,6 +129,13 @@ void copy_to_row_major(const array& src, void* dst, cudaStream_t s) {
   copy_strided(src, dst, row, s);
 }
 
+const void* dense_data(const array& a, allocator::Buffer& tmp, cudaStream_t s) {
+  if (a.flags().row_contiguous && a.data_size() == a.size()) return device_data(a, s);
+  tmp = device_pool(current_device()).malloc(a.nbytes());
+  copy_to_row_major(a, tmp.ptr, s);
+  return tmp.ptr;
+}
+
 std::string strided_copy_kernel_source(const std::string& name, size_t size) {
   return copy_source(name, size);
 }

@@ -251,14 +251,7 @@ bool sort_large_kernel(Primitive& prim, const std::vector<array>& inputs,
 
   auto& pool = device_pool(current_device());
   allocator::Buffer dense{nullptr, 0};
-  const void* x;
-  if (in.flags().row_contiguous && in.data_size() == in.size()) {
-    x = device_data(in, s);
-  } else {
-    dense = pool.malloc(in.nbytes());
-    copy_to_row_major(in, dense.ptr, s);
-    x = dense.ptr;
-  }
+  const void* x = dense_data(in, dense, s);
   const size_t count = static_cast<size_t>(rows * n);
   allocator::Buffer keys[2] = {pool.malloc(count * d.size), pool.malloc(count * d.size)};
   allocator::Buffer idx[2] = {pool.malloc(count * 4), pool.malloc(count * 4)};
