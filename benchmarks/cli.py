@@ -67,6 +67,9 @@ def parse_args(argv):
                    help="seconds of timed calls per implementation and workload")
     p.add_argument("--timeout", type=float, help="seconds before a silent worker is killed")
     p.add_argument("--pause", type=float, help="idle seconds before each call")
+    p.add_argument("--quiet-max", type=float,
+                   help="most seconds to wait, after the pause, until no worker's threads "
+                        "use the CPU (0: do not wait)")
     p.add_argument("--workloads", default="benchmarks.workloads:all_workloads",
                    help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
@@ -83,7 +86,8 @@ def make_config(args):
         impls = tuple(i for i in impls if i != "loom")
     overrides = {k: v for k, v in dict(
         warmup=args.warmup, max_reps=args.reps, min_reps=args.min_reps, budget_s=args.budget,
-        timeout_s=args.timeout, pause_s=args.pause).items() if v is not None}
+        timeout_s=args.timeout, pause_s=args.pause,
+        quiet_max_s=args.quiet_max).items() if v is not None}
     common = dict(impls=impls, device=args.device, filters=tuple(args.filter),
                   workloads=args.workloads,
                   loom_python=args.loom_python or default_loom_python(),

@@ -47,7 +47,10 @@ class Config:
     start_timeout_s: float = 180.0
     # Idle time before each call: BLAS and OpenMP threads spin for tens of ms
     # after a call returns, which would slow the next implementation's call.
+    # After the pause the runner also waits (up to quiet_max_s) until no
+    # worker's threads use the CPU (see wait_until_quiet).
     pause_s: float = 0.05
+    quiet_max_s: float = 0.5
     workloads: str = "benchmarks.workloads:all_workloads"
     loom_python: Optional[str] = None
     loom_path: Optional[str] = None
@@ -168,11 +171,53 @@ class WorkerProcess:
         self._stderr.close()
 
 
+def cpu_ns_of(pids):
+    """CPU time (ns) used so far by every thread of these processes, from
+    /proc/PID/task/TID/schedstat (nanosecond resolution, unlike /proc/stat's
+    clock ticks); None where /proc cannot tell."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return None
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended
+    return total
+
+
+def wait_until_quiet(pids, max_s, window_s=0.005, busy_fraction=0.1):
+    """Waits until the workers' threads together use under busy_fraction of
+    one core over a window, or max_s passed. OpenBLAS's threads, for example,
+    spin about 0.1 s after NumPy's call returns (2^28 cycles by default):
+    timed then, the next implementation's call would share the cores with
+    them. Returns (seconds waited, whether it became quiet)."""
+    start = time.monotonic()
+    before = cpu_ns_of(pids)
+    if before is None:
+        return 0.0, False
+    while True:
+        time.sleep(window_s)
+        after = cpu_ns_of(pids)
+        if after is None:
+            return time.monotonic() - start, False
+        if after - before < busy_fraction * window_s * 1e9:
+            return time.monotonic() - start, True
+        if time.monotonic() - start >= max_s:
+            return time.monotonic() - start, False
+        before = after
+
+
 class Runner:
     def __init__(self, config):
         self.config = config
         self.workers = {}
         self.impl_info = {}
+        self.quiet_waits = {"calls": 0, "waited_s": 0.0, "not_quiet": 0}
 
     def log(self, text):
         if self.config.log:
@@ -239,6 +284,12 @@ class Runner:
         def call(impl, memory=False):
             if cfg.pause_s:
                 time.sleep(cfg.pause_s)
+            if cfg.quiet_max_s:
+                pids = [w.proc.pid for w in self.workers.values() if w.proc.poll() is None]
+                waited, quiet = wait_until_quiet(pids, cfg.quiet_max_s)
+                self.quiet_waits["calls"] += 1
+                self.quiet_waits["waited_s"] += waited
+                self.quiet_waits["not_quiet"] += not quiet
             answer = self.workers[impl].request({"cmd": "run", "n": 1, "memory": memory},
                                                 cfg.timeout_s)
             if answer["status"] != "ok":
@@ -316,6 +367,8 @@ class Runner:
             self.close()
         limits = stats.finish(records)
         meta = run_meta(self.config, self.impl_info, time.monotonic() - started)
+        meta["quiet_waits"] = {**self.quiet_waits,
+                               "waited_s": round(self.quiet_waits["waited_s"], 2)}
         return meta, limits, records
 
 

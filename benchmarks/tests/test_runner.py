@@ -155,3 +155,31 @@ def test_gpu_run_stops_while_loom_has_no_cuda_backend(no_loom, tmp_path, capsys)
     assert code == 0
     assert "no CUDA backend" in capsys.readouterr().out
     assert not output.exists()
+
+
+def test_wait_until_quiet_waits_for_spinning_threads():
+    import subprocess
+
+    from benchmarks.runner import cpu_ns_of, wait_until_quiet
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        waited, quiet = wait_until_quiet([spinner.pid], max_s=0.2, window_s=0.05,
+                                         busy_fraction=0.01)
+        assert not quiet  # the cap ends the wait; the run goes on
+        assert cpu_ns_of([spinner.pid]) > 0
+        _, quiet = wait_until_quiet([sleeper.pid], max_s=5.0)
+        assert quiet
+    finally:
+        spinner.kill()
+        sleeper.kill()
+        spinner.wait()
+        sleeper.wait()
+    assert cpu_ns_of([spinner.pid]) is None  # a process that is gone: /proc cannot tell
+
+
+def test_meta_counts_the_quiet_waits(tiny_run):
+    meta = tiny_run[0]
+    waits = meta["quiet_waits"]
+    assert waits["calls"] > 0 and 0 <= waits["not_quiet"] <= waits["calls"]
