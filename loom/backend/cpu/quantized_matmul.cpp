@@ -10,7 +10,9 @@
 // Other widths and modes unpack one row of w at a time into a float buffer
 // that stays in L1 and take dot products with it. Many rows of x (prefill,
 // training) dequantize w once per matrix and use the BLAS sgemm.
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside their own
 // _mm512_undefined_* helpers once inlined (GCC bug 105593).
