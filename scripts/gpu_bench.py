@@ -198,11 +198,14 @@ def gemm():
         print(line, flush=True)
 
 
-def adamw():
+def adamw(profile=False):
     """The bfloat16 AdamW training step of an MLP of 4 Linear(4096) (ReLU
     between) on a batch of 1024, compiled as MLX users write it (mx.compile
     with the model's and optimizer's state as inputs and outputs), next to
-    PyTorch's eager step with fused AdamW."""
+    PyTorch's eager step with fused AdamW. profile=True (`adamw-profile`)
+    also times the forward pass and value_and_grad alone, and lists the
+    step's kernels by device time (PyTorch's profiler records every kernel of
+    the process through CUPTI, Loom's too)."""
     from functools import partial
 
     import loom.nn as nn
@@ -254,6 +257,13 @@ def adamw():
     flops = 3 * 2 * batch * dims * dims * 4
     print(f"MLP 4xLinear(4096) batch 1024 bf16 AdamW step (compiled): loom {ms:.3f} ms, "
           f"{flops / ms / 1e9:.0f} TFLOP/s (loss {first:.4f} -> {last:.4f})", flush=True)
+    if profile:
+        with mx.stream(mx.gpu):
+            fwd = bench(lambda: mx.eval(model(x)), repeat=30, warmup=3)
+            grad_only = mx.compile(lambda x, y: loss_and_grad(model, x, y))
+            vg = bench(lambda: mx.eval(grad_only(x, y)), repeat=30, warmup=3)
+        print(f"  forward alone {fwd:.3f} ms, compiled value_and_grad alone {vg:.3f} ms", flush=True)
+        _kernel_table(run, 10)
     try:
         import torch
     except ImportError:
@@ -284,6 +294,35 @@ def adamw():
     print(f"  torch eager, fused AdamW: {statistics.median(times) * 1e3:.3f} ms", flush=True)
 
 
+def _kernel_table(fn, steps):
+    """Device time per kernel over `steps` calls of fn, from PyTorch's profiler."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        print("  (no torch: no kernel table)")
+        return
+    torch.cuda.init()
+    fn()
+    mx.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        mx.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:
+            t = getattr(e, "self_cuda_time_total", 0)
+        if t > 0:
+            rows.append((t / steps, e.count // steps, e.key))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"  kernels: {total / 1e3:.3f} ms of device time per step, top:")
+    for t, n, key in rows[:22]:
+        print(f"    {t / 1e3:8.4f} ms  x{n:<3d} {key[:110]}")
+
+
 def _set_rows(a, idx, v, s):
     with mx.stream(s):
         out = mx.array(a)
@@ -311,6 +350,9 @@ def main():
         return
     if len(sys.argv) > 1 and sys.argv[1] == "adamw":
         adamw()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "adamw-profile":
+        adamw(profile=True)
         return
     print("default device:", mx.default_device(), mx.device_info(mx.gpu))
     g = mx.gpu
