@@ -210,3 +210,37 @@ def test_creation_runs_on_gpu_kernels():
     assert "ok" in r.stdout
     for name in ("Arange", "Linspace", "Eye"):
         assert f"warning: {name} " not in r.stderr, r.stderr
+
+
+# --- column reductions (the bias gradient's shape) ---------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+@pytest.mark.parametrize("shape", [(1024, 4096), (1000, 37), (33, 5), (4097, 3, 7), (64, 1)])
+def test_sum_max_min_prod_over_leading_axes_match_reference(dtype, shape):
+    rng = np.random.default_rng(sum(shape))
+    h = rng.standard_normal(shape).astype(np.float32)
+    x = mx.array(h).astype(getattr(mx, dtype))
+    r = to_np(x).astype(np.float64)
+    axes = (0,) if len(shape) == 2 else (0, 1)
+    tol = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1e-2}[dtype]
+    out = to_np(mx.sum(x, axis=axes, stream=mx.gpu)).astype(np.float64)
+    ref = r.sum(axis=axes)
+    assert np.abs(out - ref).max() <= tol * (np.abs(r).sum(axis=axes).max() + 1)
+    # Max and Min are exact whatever the order.
+    np.testing.assert_array_equal(to_np(mx.max(x, axis=axes, stream=mx.gpu)), r.max(axis=axes))
+    np.testing.assert_array_equal(to_np(mx.min(x, axis=axes, stream=mx.gpu)), r.min(axis=axes))
+    small = mx.array((1 + 0.01 * h[:64]).astype(np.float32)).astype(getattr(mx, dtype))
+    rs = to_np(small).astype(np.float64)
+    pout = to_np(mx.prod(small, axis=axes, stream=mx.gpu)).astype(np.float64)
+    assert np.abs(pout / rs.prod(axis=axes) - 1).max() < 20 * tol
+
+
+def test_column_max_keeps_nan_like_the_cpu():
+    h = np.random.default_rng(2).standard_normal((2048, 300)).astype(np.float32)
+    h[1500, 7] = np.nan
+    h[3, 200] = np.nan
+    x = mx.array(h)
+    g, c = mx.max(x, axis=0, stream=mx.gpu), mx.max(x, axis=0, stream=mx.cpu)
+    np.testing.assert_array_equal(np.array(g), np.array(c))
+    assert np.isnan(np.array(g)[[7, 200]]).all()
