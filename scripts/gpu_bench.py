@@ -155,6 +155,174 @@ def fast():
         print(f"{name}: {tbench(fn):.3f} ms")
 
 
+def gemm():
+    """Matmul rates (cuBLASLt for the half types; LOOM_CUDA_LT=0 compares with
+    cuBLAS's strided-batched GEMM) next to PyTorch's, on random data, with
+    device events around 20 back-to-back products (median of 5 such runs)."""
+    rng = np.random.default_rng(3)
+    cases = [(mx.bfloat16, 8192), (mx.float16, 4096), (mx.bfloat16, 4096), (mx.float16, 8192),
+             (mx.bfloat16, 1024), (mx.float32, 4096)]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    for dt, n in cases:
+        h = rng.standard_normal((2, n, n)).astype(np.float32)
+        a, b = (mx.array(h[i]).astype(dt) for i in range(2))
+        mx.eval(a, b)
+        mx.eval(mx.matmul(a, b, stream=mx.gpu))  # plan + candidate timing
+
+        def twenty():
+            outs = [mx.matmul(a, b, stream=mx.gpu) for _ in range(20)]
+            mx.eval(outs)
+
+        ms = bench(twenty, repeat=5, warmup=1) / 20
+        line = f"matmul {dt} {n}^3: loom {ms:.3f} ms, {2 * n**3 / ms / 1e9:.0f} TFLOP/s"
+        if torch is not None:
+            tdt = {mx.bfloat16: torch.bfloat16, mx.float16: torch.float16,
+                   mx.float32: torch.float32}[dt]
+            ta = torch.tensor(h[0], device="cuda").to(tdt)
+            tb = torch.tensor(h[1], device="cuda").to(tdt)
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            times = []
+            for rep in range(6):
+                start.record()
+                for _ in range(20):
+                    torch.matmul(ta, tb)
+                stop.record()
+                torch.cuda.synchronize()
+                if rep:
+                    times.append(start.elapsed_time(stop) / 20)
+            tms = statistics.median(times)
+            line += f"; torch {tms:.3f} ms, {2 * n**3 / tms / 1e9:.0f} TFLOP/s"
+        print(line, flush=True)
+
+
+def adamw(profile=False):
+    """The bfloat16 AdamW training step of an MLP of 4 Linear(4096) (ReLU
+    between) on a batch of 1024, compiled as MLX users write it (mx.compile
+    with the model's and optimizer's state as inputs and outputs), next to
+    PyTorch's eager step with fused AdamW. profile=True (`adamw-profile`)
+    also times the forward pass and value_and_grad alone, and lists the
+    step's kernels by device time (PyTorch's profiler records every kernel of
+    the process through CUPTI, Loom's too)."""
+    from functools import partial
+
+    import loom.nn as nn
+    import loom.optimizers as optim
+
+    dims, batch = 4096, 1024
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = [nn.Linear(dims, dims) for _ in range(4)]
+
+        def __call__(self, x):
+            for i, layer in enumerate(self.layers):
+                x = layer(x)
+                if i < len(self.layers) - 1:
+                    x = nn.relu(x)
+            return x
+
+    rng = np.random.default_rng(4)
+    xh = rng.standard_normal((batch, dims)).astype(np.float32)
+    yh = rng.standard_normal((batch, dims)).astype(np.float32)
+    with mx.stream(mx.gpu):
+        model = MLP()
+        model.set_dtype(mx.bfloat16)
+        optimizer = optim.AdamW(learning_rate=1e-4)
+        optimizer.init(model.trainable_parameters())
+        x, y = mx.array(xh).astype(mx.bfloat16), mx.array(yh).astype(mx.bfloat16)
+        mx.eval(model.parameters(), optimizer.state, x, y)
+
+        def loss_fn(model, x, y):
+            return nn.losses.mse_loss(model(x), y)
+
+        loss_and_grad = nn.value_and_grad(model, loss_fn)
+        state = [model.state, optimizer.state]
+
+        @partial(mx.compile, inputs=state, outputs=state)
+        def step(x, y):
+            loss, grads = loss_and_grad(model, x, y)
+            optimizer.update(model, grads)
+            return loss
+
+        def run():
+            mx.eval(step(x, y), model.state, optimizer.state)
+
+        first = float(step(x, y).item())
+        ms = bench(run, repeat=30, warmup=5)
+        last = float(step(x, y).item())
+    flops = 3 * 2 * batch * dims * dims * 4
+    print(f"MLP 4xLinear(4096) batch 1024 bf16 AdamW step (compiled): loom {ms:.3f} ms, "
+          f"{flops / ms / 1e9:.0f} TFLOP/s (loss {first:.4f} -> {last:.4f})", flush=True)
+    if profile:
+        with mx.stream(mx.gpu):
+            fwd = bench(lambda: mx.eval(model(x)), repeat=30, warmup=3)
+            grad_only = mx.compile(lambda x, y: loss_and_grad(model, x, y))
+            vg = bench(lambda: mx.eval(grad_only(x, y)), repeat=30, warmup=3)
+        print(f"  forward alone {fwd:.3f} ms, compiled value_and_grad alone {vg:.3f} ms", flush=True)
+        _kernel_table(run, 10)
+    try:
+        import torch
+    except ImportError:
+        return
+    tm = torch.nn.Sequential(*[m for i in range(4) for m in
+                               ((torch.nn.Linear(dims, dims),) +
+                                ((torch.nn.ReLU(),) if i < 3 else ()))]).cuda().bfloat16()
+    topt = torch.optim.AdamW(tm.parameters(), lr=1e-4, fused=True)
+    tx = torch.tensor(xh, device="cuda").bfloat16()
+    ty = torch.tensor(yh, device="cuda").bfloat16()
+
+    def tstep():
+        topt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(tm(tx), ty)
+        loss.backward()
+        topt.step()
+        return loss
+
+    for _ in range(5):
+        tstep()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(30):
+        t = time.perf_counter()
+        tstep()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    print(f"  torch eager, fused AdamW: {statistics.median(times) * 1e3:.3f} ms", flush=True)
+
+
+def _kernel_table(fn, steps):
+    """Device time per kernel over `steps` calls of fn, from PyTorch's profiler."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        print("  (no torch: no kernel table)")
+        return
+    torch.cuda.init()
+    fn()
+    mx.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        mx.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:
+            t = getattr(e, "self_cuda_time_total", 0)
+        if t > 0:
+            rows.append((t / steps, e.count // steps, e.key))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"  kernels: {total / 1e3:.3f} ms of device time per step, top:")
+    for t, n, key in rows[:22]:
+        print(f"    {t / 1e3:8.4f} ms  x{n:<3d} {key[:110]}")
+
+
 def _set_rows(a, idx, v, s):
     with mx.stream(s):
         out = mx.array(a)
@@ -176,6 +344,15 @@ def main():
         return
     if len(sys.argv) > 1 and sys.argv[1] == "fast":
         fast()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "gemm":
+        gemm()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "adamw":
+        adamw()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "adamw-profile":
+        adamw(profile=True)
         return
     print("default device:", mx.default_device(), mx.device_info(mx.gpu))
     g = mx.gpu

@@ -1,9 +1,12 @@
 #include "loom/primitives/creation.h"
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "loom/ops/creation.h"
 #include "loom/primitives/state_util.h"
+#include "loom/types/dispatch.h"
 
 namespace loom {
 
@@ -32,6 +35,34 @@ std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<arr
 bool Full::is_equivalent(const Primitive& other) const { return same_type_and_state(*this, other); }
 
 // --- Arange, Linspace, Eye: no inputs, so nothing to differentiate or map -------
+
+namespace {
+
+// Truncation toward zero, saturating instead of overflowing (arange bounds
+// are finite but may exceed the integer range).
+int64_t truncate_to_int64(double v) {
+  if (v >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
+  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
+} // namespace
+
+// start' = T(start), step' = T(start + step) - start' (NumPy's and MLX's
+// rule), both sign-extended to uint64 so that the product wraps as T does.
+Arange::IntegerProgression Arange::integer_progression() const {
+  IntegerProgression p{0, 0};
+  dispatch(dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const T first = static_cast<T>(truncate_to_int64(start_));
+      const T second = static_cast<T>(truncate_to_int64(start_ + step_));
+      p.base = static_cast<uint64_t>(static_cast<int64_t>(first));
+      p.delta = static_cast<uint64_t>(static_cast<int64_t>(static_cast<T>(second - first)));
+    }
+  });
+  return p;
+}
 
 std::vector<Shape> Arange::output_shapes(const std::vector<array>&) { return {{size_}}; }
 

@@ -46,6 +46,16 @@ class Arange : public Primitive {
   PrimitiveState state() const override;
   const char* name() const override { return "Arange"; }
 
+  double start() const { return start_; }
+  double step() const { return step_; }
+  // For an integer dtype: values are base + i * delta in uint64 (two's
+  // complement), wrapped into the dtype (both backends use this).
+  struct IntegerProgression {
+    uint64_t base;
+    uint64_t delta;
+  };
+  IntegerProgression integer_progression() const;
+
  private:
   double start_;
   double stop_;
@@ -74,6 +84,9 @@ class Linspace : public Primitive {
   PrimitiveState state() const override;
   const char* name() const override { return "Linspace"; }
 
+  double start() const { return start_; }
+  double stop() const { return stop_; }
+
  private:
   double start_;
   double stop_;
@@ -98,6 +111,10 @@ class Eye : public Primitive {
   bool is_equivalent(const Primitive& other) const override;
   PrimitiveState state() const override;
   const char* name() const override { return "Eye"; }
+
+  int rows() const { return n_; }
+  int cols() const { return m_; }
+  int diagonal() const { return k_; }
 
  private:
   int n_;

@@ -92,14 +92,6 @@ void fill_zero(void* out, size_t nbytes) {
   cpu::parallel_for(nbytes, kGrain * 4, [&](size_t b, size_t e) { std::memset(p + b, 0, e - b); });
 }
 
-// Truncation toward zero, saturating instead of overflowing (arange bounds
-// are finite but may exceed the integer range).
-int64_t truncate_to_int64(double v) {
-  if (v >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
-  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(v);
-}
-
 } // namespace
 
 void Full::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
@@ -119,6 +111,10 @@ void Full::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
   });
 }
 
+// start + i * step rounds twice (no fused multiply-add, whatever the build's
+// target): the GPU kernel computes it the same way, bit for bit.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 void Arange::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) {
   array& out = outputs[0];
   out.set_data(allocator::allocate(out.nbytes()));
@@ -128,11 +124,8 @@ void Arange::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) {
     T* dst = out.data<T>();
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       // Two's-complement arithmetic in uint64, then wrapped into T.
-      const T first = static_cast<T>(truncate_to_int64(start_));
-      const T second = static_cast<T>(truncate_to_int64(start_ + step_));
-      const uint64_t base = static_cast<uint64_t>(static_cast<int64_t>(first));
-      const uint64_t delta =
-          static_cast<uint64_t>(static_cast<int64_t>(static_cast<T>(second - first)));
+      const Arange::IntegerProgression progression = integer_progression();
+      const uint64_t base = progression.base, delta = progression.delta;
       cpu::parallel_for(n, kGrain, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) dst[i] = static_cast<T>(base + i * delta);
       });
@@ -146,6 +139,7 @@ void Arange::eval_cpu(const std::vector<array>&, std::vector<array>& outputs) {
     }
   });
 }
+#pragma GCC pop_options
 
 // MLX computes linspace with separate float32 multiplies and an add; keep the
 // compiler from fusing them (in the parallel body too) so the values match.

@@ -1,77 +1,22 @@
-// Matmul through cuBLAS (loaded with dlopen on first use): one strided-batched
-// GEMM for float32, float64, float16 and bfloat16 when each operand is a
-// row-major or transposed matrix per batch with one batch stride (or a
-// broadcast one); other layouts and complex run on the CPU fallback.
+// Matmul on the GPU: one strided-batched GEMM (gemm_util.h: cuBLASLt for
+// float16/bfloat16, cuBLAS otherwise) for float32, float64, float16 and
+// bfloat16 when each operand is a row-major or transposed matrix per batch
+// with one batch stride (or a broadcast one); other layouts and complex run
+// on the CPU fallback.
 //
 // float32 runs in strict float32 by default; LOOM_CUDA_TF32=1 selects TF32
 // tensor-core products (MLX 0.32's CUDA backend uses TF32 for float32
 // matmuls, about 1e-3 relative error on unit-scale data).
-#include <cublas_v2.h>
-#include <dlfcn.h>
-
-#include <atomic>
-#include <cstdlib>
-#include <mutex>
-#include <optional>
+#include <algorithm>
+#include <stdexcept>
 
 #include "loom/backend/cuda/cuda.h"
+#include "loom/backend/cuda/gemm_util.h"
 #include "loom/primitives/linalg.h"
 
 namespace loom::cuda {
 
 namespace {
-
-// The 32-bit-index form (the header overloads the name in C++).
-using GemmFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                  int, const void*, const void*, cudaDataType, int, long long,
-                                  const void*, cudaDataType, int, long long, const void*, void*,
-                                  cudaDataType, int, long long, int, cublasComputeType_t,
-                                  cublasGemmAlgo_t);
-
-struct Cublas {
-  decltype(&cublasCreate_v2) create = nullptr;
-  decltype(&cublasSetStream_v2) set_stream = nullptr;
-  GemmFn gemm = nullptr;
-  bool ok() const { return create && set_stream && gemm; }
-};
-
-const Cublas& cublas() {
-  static Cublas lib = [] {
-    Cublas c;
-    LibraryLoad loading;
-    void* h = nullptr;
-    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                             "/usr/local/cuda/lib64/libcublas.so"}) {
-      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    }
-    if (h == nullptr) return c;
-    close_before_teardown(); // after the library's own teardown was registered
-    c.create = reinterpret_cast<decltype(c.create)>(dlsym(h, "cublasCreate_v2"));
-    c.set_stream = reinterpret_cast<decltype(c.set_stream)>(dlsym(h, "cublasSetStream_v2"));
-    c.gemm = reinterpret_cast<decltype(c.gemm)>(dlsym(h, "cublasGemmStridedBatchedEx"));
-    return c;
-  }();
-  return lib;
-}
-
-// One handle per worker thread (a handle must not be used by two threads at
-// once); each worker serves one stream.
-cublasHandle_t handle_for(cudaStream_t s) {
-  thread_local cublasHandle_t h = nullptr;
-  thread_local cudaStream_t bound = nullptr;
-  if (h == nullptr) {
-    LibraryLoad loading; // a handle's creation loads cuBLAS's state
-    if (cublas().create(&h) != CUBLAS_STATUS_SUCCESS) {
-      h = nullptr;
-      return nullptr;
-    }
-  }
-  if (bound != s) {
-    cublas().set_stream(h, s);
-    bound = s;
-  }
-  return h;
-}
 
 // An operand's matrix layout for cuBLAS: op, leading dimension and batch
 // stride (0: one matrix shared by every batch).
@@ -136,28 +81,7 @@ bool matmul_kernel(Primitive&, const std::vector<array>& inputs, std::vector<arr
   const array& b = inputs[1];
   array& out = outputs[0];
   Dtype dt = out.dtype();
-  cudaDataType_t type;
-  cublasComputeType_t compute;
-  if (dt == float32) {
-    type = CUDA_R_32F;
-    static const bool tf32 = [] {
-      const char* v = std::getenv("LOOM_CUDA_TF32");
-      return v != nullptr && std::string(v) == "1";
-    }();
-    compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  } else if (dt == float64) {
-    type = CUDA_R_64F;
-    compute = CUBLAS_COMPUTE_64F;
-  } else if (dt == float16) {
-    type = CUDA_R_16F;
-    compute = CUBLAS_COMPUTE_32F;
-  } else if (dt == bfloat16) {
-    type = CUDA_R_16BF;
-    compute = CUBLAS_COMPUTE_32F;
-  } else {
-    return false;
-  }
-  if (a.dtype() != dt || b.dtype() != dt || !cublas().ok()) return false;
+  if (a.dtype() != dt || b.dtype() != dt || !gemm_supported(dt)) return false;
   const int M = a.ndim() == 1 ? 1 : a.shape(-2);
   const int K = a.shape(-1);
   const int N = b.ndim() == 1 ? 1 : b.shape(-1);
@@ -171,8 +95,6 @@ bool matmul_kernel(Primitive&, const std::vector<array>& inputs, std::vector<arr
     alloc_output(out);
     return true;
   }
-  cublasHandle_t h = handle_for(s);
-  if (h == nullptr) return false;
   const void* pa = device_data(a, s);
   const void* pb = device_data(b, s);
   void* pc = alloc_output(out);
@@ -181,27 +103,11 @@ bool matmul_kernel(Primitive&, const std::vector<array>& inputs, std::vector<arr
     return true;
   }
   // Row-major C = A B is column-major C^T = B^T A^T.
-  double alpha_d = 1.0, beta_d = 0.0;
-  float alpha_f = 1.0f, beta_f = 0.0f;
-  const void* alpha = dt == float64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
-  const void* beta = dt == float64 ? static_cast<const void*>(&beta_d) : &beta_f;
-  // cuBLAS(Lt) sets its teardown up lazily (its kernel libraries load at a
-  // type's first GEMM, which counts as a library load for the exit gate);
-  // the gate's closing is registered after it, once per type.
-  static std::atomic<uint64_t> seen{0};
-  const uint64_t bit = uint64_t(1) << (static_cast<unsigned>(type) & 63);
-  const bool first = (seen.load() & bit) == 0;
-  std::optional<LibraryLoad> loading;
-  if (first) loading.emplace();
-  cublasStatus_t st = cublas().gemm(
-      h, ob.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, oa.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, N, M,
-      K, alpha, pb, type, static_cast<int>(ob.ld), ob.batch_stride, pa, type,
-      static_cast<int>(oa.ld), oa.batch_stride, beta, pc, type, N, static_cast<long long>(M) * N,
-      static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT);
-  if (st != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error("[matmul] cuBLAS GEMM failed with status " + std::to_string(st) + ".");
+  if (!gemm(dt, ob.transposed, oa.transposed, N, M, K, pb, static_cast<int>(ob.ld), ob.batch_stride,
+            pa, static_cast<int>(oa.ld), oa.batch_stride, pc, N, static_cast<long long>(M) * N,
+            static_cast<int>(batch), s, "matmul")) {
+    throw std::runtime_error("[matmul] no cuBLAS handle could be created on this thread.");
   }
-  if (first && (seen.fetch_or(bit) & bit) == 0) close_before_teardown();
   return true;
 }
 

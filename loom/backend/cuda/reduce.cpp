@@ -1,13 +1,15 @@
 // Sum, Prod, Max and Min over float16/bfloat16/float32/float64 on the GPU,
 // for a row-contiguous input whose reduced axes are a suffix (rows: one block
 // per row, split in parts and reduced in two passes when there are few rows)
-// or a prefix (columns: one thread per output column). Other axis sets,
+// or a prefix (columns: one thread per output column, the rows split in
+// chunks reduced in two passes when there are few columns). Other axis sets,
 // integer and bool reductions, and dtype-changing reductions run on the CPU
 // fallback. Kernels are generated and built with NVRTC like the element-wise
 // ones; float16/bfloat16 accumulate in float.
 #include "loom/primitives/reduce.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "loom/backend/cuda/cuda.h"
@@ -83,6 +85,9 @@ std::string rows_source(const std::string& name, const char* in, const char* out
   return s;
 }
 
+// Columns: thread j of the grid's x extent reduces column j over the rows
+// [blockIdx.y * chunk, + chunk) and writes row blockIdx.y of `out` (one row
+// when the grid has one y block: the whole reduction).
 std::string cols_source(const std::string& name, const char* in, const char* out, const char* acc,
                         const ReduceForm& f) {
   std::string s = jit_prelude();
@@ -90,15 +95,17 @@ std::string cols_source(const std::string& name, const char* in, const char* out
   s += "__device__ __forceinline__ C loom_combine(C a, C b) { return " + std::string(f.combine) +
        "; }\n";
   s += "extern \"C\" __global__ void " + name + "(const " + in + "* __restrict__ in, " + out +
-       "* __restrict__ out, long long R, long long cols) {\n"
+       "* __restrict__ out, long long R, long long cols, long long chunk) {\n"
+       "  const long long begin = (long long)blockIdx.y * chunk;\n"
+       "  const long long end = begin + chunk < R ? begin + chunk : R;\n"
        "  for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < cols;"
        " j += (long long)gridDim.x * blockDim.x) {\n"
        "    C acc = " +
        f.init +
        ";\n"
-       "    for (long long i = 0; i < R; ++i) acc = loom_combine(acc, (C)loom_ld(in[i * cols + "
-       "j]));\n"
-       "    loom_st(out + j, acc);\n"
+       "    for (long long i = begin; i < end; ++i) acc = loom_combine(acc, (C)loom_ld(in[i * "
+       "cols + j]));\n"
+       "    loom_st(out + (long long)blockIdx.y * cols + j, acc);\n"
        "  }\n"
        "}\n";
   return s;
@@ -106,9 +113,9 @@ std::string cols_source(const std::string& name, const char* in, const char* out
 
 constexpr unsigned kThreads = 256;
 
-void launch(cudaKernel_t k, size_t blocks, void** args, cudaStream_t s) {
-  check(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(static_cast<unsigned>(blocks)),
-                         dim3(kThreads), args, 0, s),
+void launch(cudaKernel_t k, size_t blocks, void** args, cudaStream_t s, unsigned blocks_y = 1) {
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(k),
+                         dim3(static_cast<unsigned>(blocks), blocks_y), dim3(kThreads), args, 0, s),
         "cudaLaunchKernel");
 }
 
@@ -172,12 +179,45 @@ bool reduce_kernel(Primitive& p, const std::vector<array>& inputs, std::vector<a
     launch(k2, static_cast<size_t>(kept), args2, s);
     return true;
   }
-  std::string name = "loom_reduce_cols_" + op + "_" + dt;
-  auto kern = jit_kernel(name, [&] { return cols_source(name, st, st, acc, f); });
   long long cols = kept;
-  void* args[] = {&src, &dst, &reduced, &cols};
-  size_t blocks = std::min<size_t>((static_cast<size_t>(cols) + kThreads - 1) / kThreads, 132 * 32);
-  launch(kern, blocks, args, s);
+  const size_t col_blocks =
+      std::min<size_t>((static_cast<size_t>(cols) + kThreads - 1) / kThreads, 132 * 32);
+  // Few columns (a bias gradient: 4096 columns over 1024 rows is 16 blocks on
+  // 132 multiprocessors, each thread summing 1024 values in turn): split the
+  // rows in chunks of at least 32, reduce each chunk's columns into a float
+  // (double) buffer, then reduce that buffer's columns.
+  static const bool split_cols = [] {
+    const char* v = std::getenv("LOOM_CUDA_REDUCE_COLS_SPLIT");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  const long long want_blocks = 4 * static_cast<long long>(multiprocessor_count(current_device()));
+  long long splits = std::min<long long>(
+      (want_blocks + static_cast<long long>(col_blocks) - 1) / static_cast<long long>(col_blocks),
+      reduced / 32);
+  splits = split_cols ? std::max<long long>(1, std::min<long long>(splits, 1024)) : 1;
+  if (splits == 1) {
+    std::string name = "loom_reduce_cols_" + op + "_" + dt + "_" + dt;
+    auto kern = jit_kernel(name, [&] { return cols_source(name, st, st, acc, f); });
+    void* args[] = {&src, &dst, &reduced, &cols, &reduced};
+    launch(kern, col_blocks, args, s);
+    return true;
+  }
+  long long chunk = (reduced + splits - 1) / splits;
+  splits = (reduced + chunk - 1) / chunk; // every y block has rows
+  std::string name1 = "loom_reduce_cols_" + op + "_" + dt + "_acc";
+  std::string name2 = "loom_reduce_cols_" + op + "_acc_" + dt;
+  auto k1 = jit_kernel(name1, [&] { return cols_source(name1, st, acc, acc, f); });
+  auto k2 = jit_kernel(name2, [&] { return cols_source(name2, acc, st, acc, f); });
+  auto& pool = device_pool(current_device());
+  const size_t acc_size = in.dtype() == float64 ? 8 : 4;
+  // Freed (stream-ordered, after the second pass) when this returns.
+  allocator::Data parts(pool.malloc(static_cast<size_t>(cols * splits) * acc_size), &pool);
+  void* parts_ptr = parts.device_ptr(pool, s);
+  void* args1[] = {&src, &parts_ptr, &reduced, &cols, &chunk};
+  launch(k1, col_blocks, args1, s, static_cast<unsigned>(splits));
+  const void* parts_in = parts_ptr;
+  void* args2[] = {&parts_in, &dst, &splits, &cols, &splits};
+  launch(k2, col_blocks, args2, s);
   return true;
 }
 
