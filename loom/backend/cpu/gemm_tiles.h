@@ -14,10 +14,18 @@ namespace loom::cpu {
 // threads).
 constexpr double kParallelProduct = 65536.0 * 4;
 
+// Multiply-adds (20 MFLOP) below which a product runs on the calling thread
+// when the pool's workers are asleep: they would join after a wake-up that
+// costs about as long as their share (float32 160² to 256² after a 50 ms
+// pause, loaded machine: 2 threads 0.28 / 0.41 / 0.65 ms, the caller alone
+// 0.20-0.24 / 0.29-0.39 / 0.51-0.56 ms; session 9, docs/performance.md).
+constexpr double kWakePoolProduct = 10.0 * 1024 * 1024;
+
 // Whether a product is spread over the pool.
 inline bool splits_over_pool(int64_t M, int64_t N, int64_t K) {
-  return num_threads() > 1 && !in_parallel_region() &&
-         static_cast<double>(M) * N * K >= kParallelProduct;
+  if (num_threads() <= 1 || in_parallel_region()) return false;
+  const double product = static_cast<double>(M) * N * K;
+  return product >= kParallelProduct && (product >= kWakePoolProduct || pool_awake());
 }
 
 // Runs body(m0, m1, n0, n1) over blocks of C taken from the pool's counter:
