@@ -1,4 +1,6 @@
-// bfloat16 and float16 products (float32 accumulation and result).
+// bfloat16 and float16 products (float32 accumulation and result; a
+// bfloat16 result for gemm_bf16_rounded, rounded in the native kernel's tile
+// writes when K fits one k block).
 //
 // bfloat16 on CPUs with AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
 // runs a blocked GEMM of its own: VDPBF16PS multiplies pairs of bfloat16
