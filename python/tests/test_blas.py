@@ -172,6 +172,27 @@ def test_half_products_accumulate_in_float32(dtype, m, n, k, ta, tb):
     assert np.all(np.abs(got - ref) <= tol)
 
 
+@pytest.mark.parametrize("shape_a,shape_b,tb", [((40, 50), (50, 60), False),
+                                                  ((3, 37, 45), (45, 70), False),
+                                                  ((2, 33, 129), (2, 129, 65), True),
+                                                  ((256, 256), (256, 256), False),
+                                                  ((8, 2100), (2100, 16), False)])
+def test_bfloat16_product_is_rounded_once(shape_a, shape_b, tb):
+    # Multiples of 1/8 in [-2, 2]: every float32 sum is exact, so the product
+    # must be exactly the bfloat16 rounding (nearest even) of the exact
+    # product, ties included, whether it is rounded as its tiles are written
+    # or through a float32 result (K past 2048), batched or transposed.
+    rng = np.random.default_rng(17)
+    a = rng.integers(-16, 17, size=shape_a).astype(np.float32) / 8
+    b = rng.integers(-16, 17, size=shape_b).astype(np.float32) / 8
+    bm = mx.array(np.swapaxes(b, -1, -2).copy()).astype(mx.bfloat16)
+    bm = mx.swapaxes(bm, -1, -2) if tb else mx.array(b).astype(mx.bfloat16)
+    out = mx.array(a).astype(mx.bfloat16) @ bm
+    assert out.dtype == mx.bfloat16
+    want = mx.array(np.matmul(a.astype(np.float64), b).astype(np.float32)).astype(mx.bfloat16)
+    assert np.array_equal(np.asarray(out.astype(mx.float32)), np.asarray(want.astype(mx.float32)))
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_products_batched_and_special_values(dtype):
     dt = getattr(mx, dtype)

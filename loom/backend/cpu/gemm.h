@@ -52,6 +52,13 @@ bool gemm_f32_native_enable(bool on);
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* a, int64_t lda,
                const uint16_t* b, int64_t ldb, float* c, int64_t ldc);
 
+// bfloat16 operands and result: C = op(A) op(B) accumulated in float32 and
+// rounded to bfloat16 once (nearest even), as gemm_bf16 followed by a
+// conversion would give. With the native kernel and K of at most 2048 (one
+// k block) the tiles are rounded as they are written: no float32 C.
+void gemm_bf16_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* a,
+                       int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* c, int64_t ldc);
+
 // float16 operands (raw bits), float32 result: panels converted to float32
 // in blocks that stay in cache, each fed to sgemm.
 void gemm_f16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* a, int64_t lda,

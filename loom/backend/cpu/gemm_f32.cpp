@@ -4,25 +4,33 @@
 // panel and leaves a thread idle when the panels do not divide evenly.
 //
 // op(B) is packed once, whole (up to 16 MB), by all threads together, into
-// panels of 32 columns; the threads then take blocks of 12-row tiles of C
+// panels of 32 columns (an untransposed op(B) of at most 64K floats is read
+// where it lies instead: it fits L2, and packing it cost a fifth of a
+// 256 x 256 x 256 product); the threads then take blocks of 12-row tiles of C
 // (or, for a product a few rows tall, blocks of columns) from the pool's
 // counter (gemm_tiles.h), each packing its own rows of op(A). A 12 x 32 tile of C stays in
 // 24 registers while k runs: per k, two loads of B and twelve broadcasts of A
 // feed 24 FMAs. Transposed operands are transposed while packing (8 x 8
 // blocks in registers for a transposed B, the x @ W.T of a Linear layer), so
 // no layout costs a copy of its own.
+#include <atomic>
+
+#include "loom/backend/cpu/gemm.h"
+
+#if defined(__x86_64__)
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 
-#include "loom/backend/cpu/gemm.h"
 #include "loom/backend/cpu/gemm_tiles.h"
 #include "loom/backend/cpu/thread_pool.h"
+#endif
 
 namespace loom::cpu {
+
+#if defined(__x86_64__)
 
 namespace {
 
@@ -34,6 +42,9 @@ constexpr int64_t kKC = 512; // k per block, at most
 constexpr int64_t kMC = 96;  // rows of A packed at a time (8 tiles)
 // op(B) packed whole is at most this many floats (16 MB).
 constexpr int64_t kSharedBFloats = int64_t{4} << 20;
+// An untransposed op(B) of at most this many floats (256 KB, within L2) is
+// read in place, not packed.
+constexpr int64_t kInPlaceBFloats = int64_t{1} << 16;
 // Products below this many multiply-adds, or narrower than one panel of B,
 // run faster through OpenBLAS, whose small-matrix kernels do not pad to
 // 12 x 32 tiles (one thread, CPU time: 100 x 130 x 71 0.020 ms against 0.026;
@@ -180,10 +191,31 @@ struct Store {
   bool first;
 };
 
+// Where the kernel reads op(B): panel u (columns [u * kNR, u * kNR + kNR)),
+// row k at data + u * panel_stride + k * row_stride. Packed, the panels are
+// contiguous (row_stride kNR); a small untransposed B is read where it lies
+// (panel_stride kNR, row_stride ldb): packing it costs as much as the
+// product's own loads from L2 (256 x 256 x 256: 0.210 -> 0.165 ms measured,
+// session 8), and it stays in L2 for every tile of C that reads it.
+struct BPanels {
+  const float* data;
+  int64_t panel_stride;
+  int64_t row_stride;
+  const float* panel(int64_t u, int64_t k) const {
+    return data + u * panel_stride + k * row_stride;
+  }
+};
+
 // The C tile (rows < m, columns < n of a kMR x kNR tile) from one packed A
-// tile and one packed B panel over kc values of k.
-LOOM_F32_TARGET void tile_kernel(int64_t kc, const float* ap, const float* bp, float* c,
-                                 int64_t ldc, Store st, int m, int n) {
+// tile and one panel of op(B) (rows bstride apart) over kc values of k. B is
+// read through the column masks: in place, a last panel narrower than kNR
+// ends where B's row ends.
+LOOM_F32_TARGET void tile_kernel(int64_t kc, const float* ap, const float* bp, int64_t bstride,
+                                 float* c, int64_t ldc, Store st, int m, int n) {
+  const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u);
+  const __mmask16 m1 = n >= 32   ? __mmask16(0xFFFF)
+                       : n <= 16 ? __mmask16(0)
+                                 : __mmask16((1u << (n - 16)) - 1u);
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMR; ++r) {
@@ -191,8 +223,8 @@ LOOM_F32_TARGET void tile_kernel(int64_t kc, const float* ap, const float* bp, f
     acc[r][1] = _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp + k * kNR);
-    const __m512 b1 = _mm512_loadu_ps(bp + k * kNR + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, bp + k * bstride);
+    const __m512 b1 = _mm512_maskz_loadu_ps(m1, bp + k * bstride + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < kMR; ++r) {
       const __m512 av = _mm512_set1_ps(ap[k * kMR + r]);
@@ -200,10 +232,6 @@ LOOM_F32_TARGET void tile_kernel(int64_t kc, const float* ap, const float* bp, f
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
   }
-  const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u);
-  const __mmask16 m1 = n >= 32   ? __mmask16(0xFFFF)
-                       : n <= 16 ? __mmask16(0)
-                                 : __mmask16((1u << (n - 16)) - 1u);
   const __m512 alpha = _mm512_set1_ps(st.alpha);
   const __m512 beta = _mm512_set1_ps(st.first ? st.beta : 1.0f);
   const bool read = !st.first || st.beta != 0.0f;
@@ -223,11 +251,11 @@ LOOM_F32_TARGET void tile_kernel(int64_t kc, const float* ap, const float* bp, f
   }
 }
 
-// C[m0:m1, n0:n1] (n0 a multiple of kNR) against the whole packed op(B);
+// C[m0:m1, n0:n1] (n0 a multiple of kNR) against the whole of op(B);
 // `apack` holds kMC x k_block(K) floats.
-void block(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
-           const float* bpack, float beta, float* c, int64_t ldc, int64_t m0, int64_t m1,
-           int64_t n0, int64_t n1, float* apack) {
+void block(bool ta, int64_t M, int64_t K, float alpha, const float* a, int64_t lda,
+           const BPanels& bp, float beta, float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0,
+           int64_t n1, float* apack) {
   const int64_t kb = k_block(K);
   for (int64_t pc = 0; pc < K; pc += kb) {
     const int64_t kc = std::min(kb, K - pc);
@@ -236,12 +264,12 @@ void block(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float* a
       const int64_t mc = std::min(kMC, m1 - ic);
       pack_a(a, lda, ta, M, ic, mc, pc, kc, apack);
       for (int64_t jr = n0; jr < n1; jr += kNR) {
-        const float* bp = bpack + ((jr / kNR) * K + pc) * kNR;
+        const float* b = bp.panel(jr / kNR, pc);
         const int n = static_cast<int>(std::min<int64_t>(kNR, n1 - jr));
         for (int64_t ir = 0; ir < mc; ir += kMR) {
           const int m = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
-          tile_kernel(kc, apack + (ir / kMR) * kc * kMR, bp, c + (ic + ir) * ldc + jr, ldc, st, m,
-                      n);
+          tile_kernel(kc, apack + (ir / kMR) * kc * kMR, b, bp.row_stride, c + (ic + ir) * ldc + jr,
+                      ldc, st, m, n);
         }
       }
     }
@@ -264,19 +292,24 @@ void gemm_f32_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
   const int64_t panels = (N + kNR - 1) / kNR;
   const int64_t threads = num_threads();
   const bool parallel = splits_over_pool(M, N, K);
-  std::unique_ptr<float[]> bpack(new float[static_cast<size_t>(panels * K * kNR)]);
-  // Packing a small B takes less than waking a second thread.
-  const int64_t pack_chunks =
-      parallel && panels * K * kNR >= (int64_t{1} << 16) ? std::min(panels, 2 * threads) : 1;
-  parallel_chunks(static_cast<size_t>(pack_chunks), [&](size_t i) {
-    const int64_t u0 = panels * static_cast<int64_t>(i) / pack_chunks;
-    const int64_t u1 = panels * static_cast<int64_t>(i + 1) / pack_chunks;
-    pack_b(b, ldb, tb, N, K, u0, u1, bpack.get());
-  });
+  std::unique_ptr<float[]> bpack;
+  BPanels bp{b, kNR, ldb};
+  if (tb || K * N > kInPlaceBFloats) {
+    bpack.reset(new float[static_cast<size_t>(panels * K * kNR)]);
+    bp = BPanels{bpack.get(), K * kNR, kNR};
+    // Packing a small B takes less than waking a second thread.
+    const int64_t pack_chunks =
+        parallel && panels * K * kNR >= (int64_t{1} << 16) ? std::min(panels, 2 * threads) : 1;
+    parallel_chunks(static_cast<size_t>(pack_chunks), [&](size_t i) {
+      const int64_t u0 = panels * static_cast<int64_t>(i) / pack_chunks;
+      const int64_t u1 = panels * static_cast<int64_t>(i + 1) / pack_chunks;
+      pack_b(b, ldb, tb, N, K, u0, u1, bpack.get());
+    });
+  }
   const size_t apack_floats = static_cast<size_t>(kMC * k_block(K));
   if (!parallel) {
     std::unique_ptr<float[]> apack(new float[apack_floats]);
-    block(ta, M, N, K, alpha, a, lda, bpack.get(), beta, c, ldc, 0, M, 0, N, apack.get());
+    block(ta, M, K, alpha, a, lda, bp, beta, c, ldc, 0, M, 0, N, apack.get());
     return;
   }
   over_tile_blocks(M, N, kMR, kNR, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -286,8 +319,27 @@ void gemm_f32_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
       apack.reset(new float[apack_floats]);
       apack_size = apack_floats;
     }
-    block(ta, M, N, K, alpha, a, lda, bpack.get(), beta, c, ldc, m0, m1, n0, n1, apack.get());
+    block(ta, M, K, alpha, a, lda, bp, beta, c, ldc, m0, m1, n0, n1, apack.get());
   });
 }
+
+#else // not x86-64: every float32 product through OpenBLAS
+
+namespace {
+std::atomic<bool> g_enabled{true};
+} // namespace
+
+bool gemm_f32_native_suits(int64_t, int64_t, int64_t) { return false; }
+
+bool gemm_f32_native_enable(bool on) { return g_enabled.exchange(on); }
+
+// Never chosen (gemm_f32_native_suits is false): the same product through
+// gemm<float>, which takes OpenBLAS.
+void gemm_f32_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm<float>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+#endif
 
 } // namespace loom::cpu

@@ -1,4 +1,6 @@
-// bfloat16 and float16 products (float32 accumulation and result).
+// bfloat16 and float16 products (float32 accumulation and result; a
+// bfloat16 result for gemm_bf16_rounded, rounded in the native kernel's tile
+// writes when K fits one k block).
 //
 // bfloat16 on CPUs with AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
 // runs a blocked GEMM of its own: VDPBF16PS multiplies pairs of bfloat16
@@ -17,7 +19,9 @@
 // one, and for float16 (whose 11-bit mantissa bfloat16 pairs cannot
 // carry), blocks of k are converted to float32 and fed to sgemm with
 // beta = 1, so no float32 copy of a whole operand is ever made.
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -127,11 +131,50 @@ inline uint32_t at(const uint16_t* x, int64_t ld, bool trans, int64_t i, int64_t
 // A block (rows [i0, i0 + mc), k in [k0, k0 + kc)) as tiles of kMR rows:
 // tile t, pair p, row r at [(t * pairs + p) * kMR + r], k and k + 1 in the
 // low and high halves; rows past M and the k past K are zero.
-void pack_a(const uint16_t* a, int64_t lda, bool ta, int64_t M, int64_t K, int64_t i0, int64_t mc,
-            int64_t k0, int64_t kc, uint32_t* dst) {
+LOOM_BF16_TARGET void pack_a(const uint16_t* a, int64_t lda, bool ta, int64_t M, int64_t K,
+                             int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint32_t* dst) {
   const int64_t pairs = (kc + 1) / 2;
   const int64_t tiles = (mc + kMR - 1) / kMR;
   for (int64_t t = 0; t < tiles; ++t) {
+    if (!ta && i0 + t * kMR + kMR <= std::min(M, i0 + mc)) {
+      // A full tile of a row-major A: a k-pair is one 32-bit word, so 4 x 4
+      // blocks of words (4 rows, 4 pairs) are transposed in registers, as
+      // float32's pack_a does, instead of one strided store per word.
+      uint32_t* d = dst + t * pairs * kMR;
+      const int64_t full = std::min<int64_t>(kc, K - k0) / 2;
+      int64_t p = 0;
+      for (; p + 4 <= full; p += 4) {
+        for (int g = 0; g < kMR / 4; ++g) {
+          const uint16_t* src = a + (i0 + t * kMR + 4 * g) * lda + k0 + 2 * p;
+          __m128 r0 = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+          __m128 r1 =
+              _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + lda)));
+          __m128 r2 =
+              _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * lda)));
+          __m128 r3 =
+              _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * lda)));
+          _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+          _mm_storeu_ps(reinterpret_cast<float*>(d + p * kMR + 4 * g), r0);
+          _mm_storeu_ps(reinterpret_cast<float*>(d + (p + 1) * kMR + 4 * g), r1);
+          _mm_storeu_ps(reinterpret_cast<float*>(d + (p + 2) * kMR + 4 * g), r2);
+          _mm_storeu_ps(reinterpret_cast<float*>(d + (p + 3) * kMR + 4 * g), r3);
+        }
+      }
+      for (int r = 0; r < kMR; ++r) {
+        const uint16_t* row = a + (i0 + t * kMR + r) * lda + k0;
+        for (int64_t q = p; q < pairs; ++q) {
+          const int64_t k = k0 + 2 * q;
+          uint32_t v = 0;
+          if (k + 1 < K) {
+            std::memcpy(&v, row + 2 * q, sizeof(v));
+          } else if (k < K) {
+            v = row[2 * q];
+          }
+          d[q * kMR + r] = v;
+        }
+      }
+      continue;
+    }
     for (int r = 0; r < kMR; ++r) {
       const int64_t i = i0 + t * kMR + r;
       uint32_t* d = dst + t * pairs * kMR + r;
@@ -165,8 +208,8 @@ void pack_a(const uint16_t* a, int64_t lda, bool ta, int64_t M, int64_t K, int64
 
 // A block of B (k in [k0, k0 + kc), columns [j0, j0 + nc)) as panels of kNR
 // columns: panel u, pair p, column j at [(u * pairs + p) * kNR + j].
-void pack_b(const uint16_t* b, int64_t ldb, bool tb, int64_t N, int64_t K, int64_t j0, int64_t nc,
-            int64_t k0, int64_t kc, uint32_t* dst) {
+LOOM_BF16_TARGET void pack_b(const uint16_t* b, int64_t ldb, bool tb, int64_t N, int64_t K,
+                             int64_t j0, int64_t nc, int64_t k0, int64_t kc, uint32_t* dst) {
   const int64_t pairs = (kc + 1) / 2;
   const int64_t panels = (nc + kNR - 1) / kNR;
   for (int64_t u = 0; u < panels; ++u) {
@@ -176,10 +219,17 @@ void pack_b(const uint16_t* b, int64_t ldb, bool tb, int64_t N, int64_t K, int64
       uint32_t* d = dst + (u * pairs + p) * kNR;
       const int64_t k = k0 + 2 * p;
       if (!tb && width == kNR && k + 1 < K) {
-        // The common case, vectorised: two rows of B interleaved.
+        // The common case: two rows of B interleaved, zero-extended to
+        // 32-bit lanes and the second shifted into the high halves.
         const uint16_t* r0 = b + k * ldb + jb;
         const uint16_t* r1 = r0 + ldb;
-        for (int j = 0; j < kNR; ++j) d[j] = uint32_t{r0[j]} | (uint32_t{r1[j]} << 16);
+        for (int h = 0; h < kNR; h += 16) {
+          const __m512i lo =
+              _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + h)));
+          const __m512i hi =
+              _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + h)));
+          _mm512_storeu_si512(d + h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
         continue;
       }
       if (tb && width == kNR && k + 1 < K) {
@@ -202,10 +252,34 @@ void pack_b(const uint16_t* b, int64_t ldb, bool tb, int64_t N, int64_t K, int64
   }
 }
 
-// C tile (rows < m, columns < n of a kMR x kNR tile) = or += the product of
-// one packed A tile and one packed B panel over `pairs` k-pairs.
-LOOM_BF16_TARGET void tile_kernel(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c,
-                                  int64_t ldc, bool accumulate, int m, int n) {
+// Where a product's C goes: float32 (`f`), or, when the product has a
+// single k block, bfloat16 (`h`, rounded to nearest even as the tiles are
+// written, so no float32 C is allocated and no conversion pass reads it).
+struct Dest {
+  float* f;
+  uint16_t* h;
+  int64_t ld;
+};
+
+// Sixteen float32 lanes rounded to bfloat16 (nearest even, NaN kept quiet:
+// as every other float32 -> bfloat16 conversion in Loom) and stored under
+// the mask. Integer arithmetic, not VCVTNEPS2BF16, which flushes subnormal
+// results to zero.
+LOOM_BF16_TARGET inline void store_rounded(uint16_t* dst, __mmask16 mask, __m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  _mm256_mask_storeu_epi16(dst, mask, _mm512_cvtepi32_epi16(r));
+}
+
+// C tile (rows < m, columns < n of a kMR x kNR tile at `c`) = or += the
+// product of one packed A tile and one packed B panel over `pairs` k-pairs;
+// a bfloat16 C is only written, never accumulated.
+LOOM_BF16_TARGET void tile_kernel(int64_t pairs, const uint32_t* ap, const uint32_t* bp, Dest c,
+                                  bool accumulate, int m, int n) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMR; ++r) {
@@ -226,10 +300,20 @@ LOOM_BF16_TARGET void tile_kernel(int64_t pairs, const uint32_t* ap, const uint3
   const __mmask16 m1 = n >= 32   ? __mmask16(0xFFFF)
                        : n <= 16 ? __mmask16(0)
                                  : __mmask16((1u << (n - 16)) - 1u);
+  if (c.h) {
+#pragma GCC unroll 12
+    for (int r = 0; r < kMR; ++r) {
+      if (r >= m) break;
+      uint16_t* row = c.h + r * c.ld;
+      store_rounded(row, m0, acc[r][0]);
+      store_rounded(row + 16, m1, acc[r][1]);
+    }
+    return;
+  }
 #pragma GCC unroll 12
   for (int r = 0; r < kMR; ++r) {
     if (r >= m) break;
-    float* row = c + r * ldc;
+    float* row = c.f + r * c.ld;
     __m512 v0 = acc[r][0], v1 = acc[r][1];
     if (accumulate) {
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, row));
@@ -240,10 +324,15 @@ LOOM_BF16_TARGET void tile_kernel(int64_t pairs, const uint32_t* ap, const uint3
   }
 }
 
+// The tile of C at (i, j).
+inline Dest tile_at(const Dest& c, int64_t i, int64_t j) {
+  const int64_t offset = i * c.ld + j;
+  return Dest{c.f ? c.f + offset : nullptr, c.h ? c.h + offset : nullptr, c.ld};
+}
+
 // C[m0:m1, n0:n1] = op(A) op(B) on the calling thread.
 void bf16_panel(bool ta, bool tb, int64_t K, const uint16_t* a, int64_t lda, const uint16_t* b,
-                int64_t ldb, float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0,
-                int64_t n1) {
+                int64_t ldb, const Dest& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t nc_max = std::min(kNC, (n1 - n0 + kNR - 1) / kNR * kNR);
   const int64_t kc_max = std::min(kKC, K + (K & 1));
   const int64_t mc_max = std::min(kMC, (m1 - m0 + kMR - 1) / kMR * kMR);
@@ -266,7 +355,7 @@ void bf16_panel(bool ta, bool tb, int64_t K, const uint16_t* a, int64_t lda, con
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int m = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
             tile_kernel(pairs, apack.get() + (ir / kMR) * pairs * kMR, bp,
-                        c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, m, n);
+                        tile_at(c, ic + ir, jc + jr), pc > 0, m, n);
           }
         }
       }
@@ -315,7 +404,7 @@ PackedB pack_b_whole(const uint16_t* b, int64_t ldb, bool tb, int64_t N, int64_t
 // C[m0:m1, n0:n1] = op(A) op(B) on the calling thread, B packed whole
 // (n0 a multiple of kNR).
 void bf16_panel_packed(bool ta, int64_t K, const uint16_t* a, int64_t lda, const PackedB& bp,
-                       float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+                       const Dest& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t kc_max = std::min(kKC, K + (K & 1));
   const int64_t mc_max = std::min(kMC, (m1 - m0 + kMR - 1) / kMR * kMR);
   std::unique_ptr<uint32_t[]> apack(new uint32_t[static_cast<size_t>(mc_max * ((kc_max + 1) / 2))]);
@@ -334,7 +423,7 @@ void bf16_panel_packed(bool ta, int64_t K, const uint16_t* a, int64_t lda, const
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int m = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
             tile_kernel(pairs, apack.get() + (ir / kMR) * pairs * kMR, b,
-                        c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, m, n);
+                        tile_at(c, ic + ir, jc + jr), pc > 0, m, n);
           }
         }
       }
@@ -346,6 +435,22 @@ bool detect_bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl");
+}
+
+// C = op(A) op(B) through the native kernel (M, N >= 2; a bfloat16 C needs
+// K <= kKC, one k block).
+void native_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* a, int64_t lda,
+                 const uint16_t* b, int64_t ldb, const Dest& c) {
+  if (splits_over_pool(M, N, K) && shares_b(N, K)) {
+    const PackedB packed = pack_b_whole(b, ldb, tb, N, K);
+    over_tile_blocks(M, N, kMR, kNR, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      bf16_panel_packed(ta, K, a, lda, packed, c, m0, m1, n0, n1);
+    });
+    return;
+  }
+  split_product(M, N, K, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    bf16_panel(ta, tb, K, a, lda, b, ldb, c, m0, m1, n0, n1);
+  });
 }
 
 #endif
@@ -496,16 +601,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   }
 #if defined(__x86_64__)
   if (has_native_bf16()) {
-    if (splits_over_pool(M, N, K) && shares_b(N, K)) {
-      const PackedB packed = pack_b_whole(b, ldb, tb, N, K);
-      over_tile_blocks(M, N, kMR, kNR, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-        bf16_panel_packed(ta, K, a, lda, packed, c, ldc, m0, m1, n0, n1);
-      });
-      return;
-    }
-    split_product(M, N, K, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-      bf16_panel(ta, tb, K, a, lda, b, ldb, c, ldc, m0, m1, n0, n1);
-    });
+    native_bf16(ta, tb, M, N, K, a, lda, b, ldb, Dest{c, nullptr, ldc});
     return;
   }
 #endif
@@ -523,6 +619,31 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
     return;
   }
   gemm_via_f32(bfloat16, ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+}
+
+void gemm_bf16_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* a,
+                       int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* c, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+#if defined(__x86_64__)
+  if (has_native_bf16() && M > 1 && N > 1 && K > 0 && K <= kKC) {
+    native_bf16(ta, tb, M, N, K, a, lda, b, ldb, Dest{nullptr, c, ldc});
+    return;
+  }
+#endif
+  // A float32 C, then one rounding per element.
+  std::unique_ptr<float[]> result(new float[static_cast<size_t>(M * N)]);
+  gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, result.get(), N);
+  const auto round_rows = [&](size_t r0, size_t r1) {
+    for (size_t i = r0; i < r1; ++i) {
+      convert_buffer(result.get() + i * N, float32, c + i * ldc, bfloat16, static_cast<size_t>(N));
+    }
+  };
+  if (in_parallel_region() || M * N < (int64_t{1} << 16)) {
+    round_rows(0, static_cast<size_t>(M));
+  } else {
+    parallel_for(static_cast<size_t>(M),
+                 std::max<size_t>(1, static_cast<size_t>((int64_t{1} << 14) / N)), round_rows);
+  }
 }
 
 void gemm_f16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* a, int64_t lda,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "loom/backend/cpu/thread_pool.h"
 
@@ -14,19 +15,30 @@ namespace loom::cpu {
 // threads).
 constexpr double kParallelProduct = 65536.0 * 4;
 
+// Multiply-adds (20 MFLOP) below which a product runs on the calling thread
+// when the pool's workers are asleep: they would join after a wake-up that
+// costs about as long as their share (float32 160² to 256² after a 50 ms
+// pause, loaded machine: 2 threads 0.28 / 0.41 / 0.65 ms, the caller alone
+// 0.20-0.24 / 0.29-0.39 / 0.51-0.56 ms; session 9, docs/performance.md).
+constexpr double kWakePoolProduct = 10.0 * 1024 * 1024;
+
 // Whether a product is spread over the pool.
 inline bool splits_over_pool(int64_t M, int64_t N, int64_t K) {
-  return num_threads() > 1 && !in_parallel_region() &&
-         static_cast<double>(M) * N * K >= kParallelProduct;
+  if (num_threads() <= 1 || in_parallel_region()) return false;
+  const double product = static_cast<double>(M) * N * K;
+  return product >= kParallelProduct && (product >= kWakePoolProduct || pool_awake());
 }
 
 // Runs body(m0, m1, n0, n1) over blocks of C taken from the pool's counter:
 // blocks of `mr`-row tiles, each packing only its own rows of A, or, for a
 // product fewer than two tiles per thread tall, blocks of `nr`-column panels
-// (each packing all of its small A). Several blocks per thread, so that a
-// thread whose core another process takes hands its share over, and blocks
-// of one tile when the tiles are few: 22 tiles (256 rows) split 11/11, where
-// four panels split 12/10.
+// (each packing all of its small A). The blocks shrink towards the end
+// (guided scheduling: each an eighth of what is left per thread, at most 8
+// tiles or 16 panels, at least one): the large first ones keep a packed
+// block of A in use across many panels of B, and the single-tile last ones
+// leave a thread idle for at most one tile when the other finishes, where
+// fixed blocks of five tiles (bfloat16 1024², 86 tiles) could leave it idle
+// for five. A thread whose core another process takes hands its share over.
 template <typename F>
 void over_tile_blocks(int64_t M, int64_t N, int64_t mr, int64_t nr, F&& body) {
   const int64_t threads = num_threads();
@@ -34,11 +46,15 @@ void over_tile_blocks(int64_t M, int64_t N, int64_t mr, int64_t nr, F&& body) {
   const int64_t panels = (N + nr - 1) / nr;
   const bool by_rows = tiles >= 2 * threads;
   const int64_t units = by_rows ? tiles : panels;
-  const int64_t per_block = std::clamp<int64_t>(units / (8 * threads), 1, by_rows ? 8 : 16);
-  const int64_t blocks = (units + per_block - 1) / per_block;
-  parallel_chunks(static_cast<size_t>(blocks), [&](size_t i) {
-    const int64_t u0 = static_cast<int64_t>(i) * per_block;
-    const int64_t u1 = std::min(units, u0 + per_block);
+  const int64_t most = by_rows ? 8 : 16;
+  std::vector<int64_t> starts;
+  for (int64_t u = 0; u < units;) {
+    starts.push_back(u);
+    u += std::clamp<int64_t>((units - u) / (8 * threads), 1, most);
+  }
+  starts.push_back(units);
+  parallel_chunks(starts.size() - 1, [&](size_t i) {
+    const int64_t u0 = starts[i], u1 = starts[i + 1];
     if (by_rows) {
       body(u0 * mr, std::min(M, u1 * mr), int64_t{0}, N);
     } else {

@@ -6,7 +6,8 @@
 // first. Batches whose second operand is shared and whose first operand's
 // rows are evenly spaced become one tall product. Products run through
 // cpu::gemm (panels over the intra-op pool); bfloat16 and float16 through
-// cpu::gemm_bf16/gemm_f16 (float32 accumulation, one rounding at the end).
+// cpu::gemm_bf16_rounded/gemm_f16 (float32 accumulation, one rounding at the
+// end).
 #include "loom/primitives/linalg.h"
 
 #include <algorithm>
@@ -162,16 +163,11 @@ void matmul_typed(const array& a_in, const array& b_in, T* out, const Shape& bat
   matmul_batched<T>(a_in, b_in, out, batch_shape, gemm<T>);
 }
 
-// bfloat16/float16 operands, float32 accumulation and result.
-void matmul_half(const array& a_in, const array& b_in, float* out, const Shape& batch_shape,
-                 Dtype dtype) {
+// float16 operands, float32 accumulation and result.
+void matmul_f16(const array& a_in, const array& b_in, float* out, const Shape& batch_shape) {
   auto product = [&](const BlasMatrix& av, const BlasMatrix& bv, int64_t M, int64_t N, int64_t K,
                      const uint16_t* pa, const uint16_t* pb, float* pc) {
-    if (dtype == bfloat16) {
-      cpu::gemm_bf16(av.trans, bv.trans, M, N, K, pa, av.ld, pb, bv.ld, pc, N);
-    } else {
-      cpu::gemm_f16(av.trans, bv.trans, M, N, K, pa, av.ld, pb, bv.ld, pc, N);
-    }
+    cpu::gemm_f16(av.trans, bv.trans, M, N, K, pa, av.ld, pb, bv.ld, pc, N);
   };
   matmul_batched<uint16_t>(a_in, b_in, out, batch_shape, product);
 }
@@ -203,10 +199,19 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
     matmul_typed<double>(a, b, out.data<double>(), batch_shape);
   } else if (dtype == complex64) {
     matmul_typed<std::complex<float>>(a, b, out.data<std::complex<float>>(), batch_shape);
-  } else if (dtype == float16 || dtype == bfloat16) {
+  } else if (dtype == bfloat16) {
+    // Rounded to bfloat16 inside the product (in the tile writes where the
+    // native kernel runs it): no float32 copy of C.
+    matmul_batched<uint16_t>(a, b, out.data<uint16_t>(), batch_shape,
+                             [](const BlasMatrix& av, const BlasMatrix& bv, int64_t M, int64_t N,
+                                int64_t K, const uint16_t* pa, const uint16_t* pb, uint16_t* pc) {
+                               cpu::gemm_bf16_rounded(av.trans, bv.trans, M, N, K, pa, av.ld, pb,
+                                                      bv.ld, pc, N);
+                             });
+  } else if (dtype == float16) {
     array result = array::empty(out.shape(), float32);
     result.set_data(allocator::allocate(result.nbytes()));
-    matmul_half(a, b, result.data<float>(), batch_shape, dtype);
+    matmul_f16(a, b, result.data<float>(), batch_shape);
     round_into(result.data<float>(), out);
   } else {
     throw std::invalid_argument("[matmul] Only inexact types are supported.");

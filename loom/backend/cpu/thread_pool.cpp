@@ -57,6 +57,11 @@ class ThreadPool {
     for (auto& t : threads_) t.join();
   }
   int size() const { return static_cast<int>(threads_.size()); }
+  // Whether a worker is polling for the next region or running one (not
+  // asleep on the condition variable): a region started now is joined at once.
+  bool awake() const {
+    return polling_.load(std::memory_order_relaxed) + active_.load(std::memory_order_relaxed) > 0;
+  }
 
   // Runs chunks [0, chunks) of `job` on the pool and the caller.
   void run(size_t chunks, const std::function<void(size_t)>& job) {
@@ -119,10 +124,12 @@ class ThreadPool {
       // microseconds on a VM: as long as a small GEMM's panel). It yields
       // while it polls, so it never holds a core another thread could use.
       const auto until = std::chrono::steady_clock::now() + spin_before_sleep();
+      polling_.fetch_add(1, std::memory_order_relaxed);
       while (published_.load(std::memory_order_acquire) == seen &&
              !stop_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < until) {
         std::this_thread::yield();
       }
+      polling_.fetch_sub(1, std::memory_order_relaxed);
       {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
@@ -154,6 +161,7 @@ class ThreadPool {
   std::exception_ptr error_;
   std::atomic<bool> stop_{false};      // also polled without the lock
   std::atomic<uint64_t> published_{0}; // generation_, readable without the lock
+  std::atomic<int> polling_{0};        // workers in their polling loop
 };
 
 // After fork() the child has none of the pool's threads, and a region that
@@ -203,6 +211,11 @@ int num_threads() {
 }
 
 bool in_parallel_region() { return t_in_region; }
+
+bool pool_awake() {
+  const ThreadPool* p = g_pool.load(std::memory_order_acquire);
+  return p != nullptr && p->awake();
+}
 
 void parallel_chunks(size_t count, const std::function<void(size_t)>& job) {
   if (count == 0) return;

@@ -14,6 +14,13 @@ int num_threads();
 // parallel_for runs its whole range on the calling thread.
 bool in_parallel_region();
 
+// Whether the pool's workers are awake (polling for work, for
+// LOOM_POOL_SPIN_US after their last region, or running one): false when
+// they sleep, or before the pool exists. A region started while they sleep
+// pays a futex wake-up per worker, and the workers join late (tens of
+// microseconds on a VM): kernels too small to gain from that run alone.
+bool pool_awake();
+
 // Calls body(begin, end) over [0, n) in chunks of at least `grain` items,
 // on the pool and the calling thread; returns when every chunk has run.
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body);
