@@ -244,9 +244,8 @@ void launch_kernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size
     }
     // The runtime's launch reports the error (or succeeds where the driver
     // path could not, e.g. no current context yet).
-  } else {
-    flush_launches(stream);
   }
+  flush_launches(stream); // recorded launches go first
   check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, shared_bytes,
                          stream),
         what);
