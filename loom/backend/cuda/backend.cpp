@@ -707,9 +707,9 @@ class CudaBackend final : public scheduler::DeviceBackend {
   }
 
  public:
-  // The batch of CUDA stream `s`, or null.
+  // The batch of CUDA stream `s`, or null. (Not through t_batch: a thread
+  // may still point at the batch of a stream destroyed since.)
   StreamBatch* batch_of(cudaStream_t s) {
-    if (t_batch != nullptr && t_batch->stream == s) return t_batch;
     std::lock_guard<std::mutex> lock(mutex_);
     auto b = batches_.find(s);
     return b != batches_.end() ? b->second : nullptr;
