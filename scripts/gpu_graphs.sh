@@ -13,12 +13,14 @@ LOOM_GPU_SKIP_CTEST=1 LOOM_GPU_SKIP_CUDA_TESTS=1 LOOM_GPU_SKIP_VARIANTS=1 \
   LOOM_GPU_BENCH_ONLY=overheads bash scripts/gpu.sh quick || exit $?
 export PYTHONPATH=${LOOM_GPU_SITE:-/tmp/loom-site} PYTHONUNBUFFERED=1
 export LOOM_CUDA_CACHE=${LOOM_CUDA_CACHE:-/tmp/loom-cuda-cache}
-for v in LOOM_CUDA_GRAPHS=0 LOOM_CUDA_GRAPHS=1 LOOM_CUDA_GRAPHS=0 LOOM_CUDA_GRAPHS=1 \
-         LOOM_CUDA_GRAPH_NODES=16 LOOM_CUDA_GRAPH_NODES=256; do
+for v in LOOM_CUDA_GRAPHS=0 LOOM_CUDA_GRAPHS=1 LOOM_CUDA_GRAPH_WHOLE_UPDATE=1 \
+         LOOM_CUDA_GRAPHS=0 LOOM_CUDA_GRAPHS=1 LOOM_CUDA_GRAPH_WHOLE_UPDATE=1 \
+         LOOM_CUDA_GRAPHS=0 LOOM_CUDA_GRAPHS=1 LOOM_CUDA_GRAPH_WHOLE_UPDATE=1 \
+         LOOM_CUDA_GRAPH_NODES=128 LOOM_CUDA_GRAPH_NODES=256; do
   echo "variant $v:" | tee -a "$OUT/bench.txt"
   env $v timeout 60 $PY scripts/gpu_bench.py overheads 2>&1 | tee -a "$OUT/bench.txt"
 done
-for v in LOOM_CUDA_GRAPHS=0 LOOM_CUDA_GRAPHS=1; do
+for v in LOOM_CUDA_GRAPHS=0 LOOM_CUDA_GRAPHS=1 LOOM_CUDA_GRAPH_WHOLE_UPDATE=1; do
   echo "profile $v:" | tee -a "$OUT/bench.txt"
   env $v LOOM_CUDA_PROFILE=1 timeout 60 $PY scripts/gpu_bench.py overheads 2>&1 | tee -a "$OUT/bench.txt"
 done

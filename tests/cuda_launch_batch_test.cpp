@@ -57,6 +57,15 @@ class PretendDriver final : public GraphDriver {
     g->first_args[reinterpret_cast<size_t>(node) - 1] = *static_cast<long long*>(args[0]);
     return true;
   }
+  bool update_all(void* exec, const std::vector<LaunchRecord>& records,
+                  const std::vector<void**>& args) override {
+    ++whole_updates;
+    auto* g = static_cast<Graph*>(exec);
+    for (size_t i = 0; i < records.size(); ++i) {
+      g->first_args[i] = *static_cast<long long*>(args[i][0]);
+    }
+    return true;
+  }
   bool launch_graph(void* exec) override {
     ++graph_launches;
     auto* g = static_cast<Graph*>(exec);
@@ -76,7 +85,8 @@ class PretendDriver final : public GraphDriver {
 
   std::vector<std::unique_ptr<Graph>> graphs;
   std::vector<std::string> executed;
-  int launches = 0, instantiations = 0, updates = 0, graph_launches = 0, destroys = 0;
+  int launches = 0, instantiations = 0, updates = 0, whole_updates = 0, graph_launches = 0,
+      destroys = 0;
   bool fail_launches = false, fail_instantiate = false;
 };
 
@@ -158,6 +168,36 @@ TEST(CudaLaunchBatch, GraphBuiltOnSecondSightingThenReplayedWithUpdates) {
   for (int i = 0; i < 6; ++i) want.push_back({7, i == 3 ? 999 : 200 + i});
   EXPECT_EQ(d.executed, expected(want));
   EXPECT_EQ(b.stats().graph_nodes, 18u);
+#endif
+}
+
+TEST(CudaLaunchBatch, ManyChangedNodesUpdateTheWholeGraphAtOnce) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  PretendDriver d;
+  LaunchBatch::Options o = options();
+  o.whole_update_from = 3;
+  LaunchBatch b(d, o);
+  std::vector<std::shared_ptr<const void>> released;
+  auto run_chain = [&](long long base, int changed) {
+    for (int i = 0; i < 6; ++i) record(b, 9, i < changed ? base + i : i);
+    b.flush(released);
+  };
+  run_chain(0, 0);
+  run_chain(0, 0); // graph built
+  run_chain(50, 2); // two changed: node by node
+  EXPECT_EQ(d.updates, 2);
+  EXPECT_EQ(d.whole_updates, 0);
+  run_chain(70, 4); // four changed: at once
+  EXPECT_EQ(d.updates, 2);
+  EXPECT_EQ(d.whole_updates, 1);
+  EXPECT_EQ(b.stats().whole_updates, 1u);
+  std::vector<std::pair<int, long long>> want;
+  for (int i = 0; i < 12; ++i) want.push_back({9, i % 6});
+  for (int i = 0; i < 6; ++i) want.push_back({9, i < 2 ? 50 + i : i});
+  for (int i = 0; i < 6; ++i) want.push_back({9, i < 4 ? 70 + i : i});
+  EXPECT_EQ(d.executed, expected(want));
 #endif
 }
 

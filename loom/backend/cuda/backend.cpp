@@ -30,14 +30,14 @@ namespace {
 const char* const kSlotNames[kSlots] = {
     "eval (whole GPU node)",     "prepare (kernel lookup, args)", "alloc (output buffer)",
     "launch (cudaLaunchKernel)", "signal (completion event)",     "sync (caller waits)",
-    "flush (batched launches)"};
+    "flush (batched launches)",  "graph argument updates",        "graph launch"};
 std::atomic<long long> g_ns[kSlots];
 std::atomic<long long> g_calls[kSlots];
 
 } // namespace
 
 // Totals of every stream's launch batch (added at each flush).
-std::atomic<long long> g_batch[7];
+std::atomic<long long> g_batch[8];
 
 namespace {
 
@@ -51,9 +51,9 @@ void report() {
   }
   std::fprintf(stderr,
                "[loom cuda graphs] recorded %lld, direct %lld, graphs built %lld, graph launches "
-               "%lld, nodes in graphs %lld, node updates %lld, failures %lld\n",
+               "%lld, nodes in graphs %lld, node updates %lld, failures %lld, whole updates %lld\n",
                g_batch[0].load(), g_batch[1].load(), g_batch[2].load(), g_batch[3].load(),
-               g_batch[4].load(), g_batch[5].load(), g_batch[6].load());
+               g_batch[4].load(), g_batch[5].load(), g_batch[6].load(), g_batch[7].load());
 }
 } // namespace
 
@@ -242,6 +242,7 @@ struct GraphApi {
   using ExecDestroy = CUresult (*)(CUgraphExec);
   using GraphDestroy = CUresult (*)(CUgraph);
   using ParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+  using ExecUpdate = CUresult (*)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*);
   Launch launch = nullptr;
   GraphCreate graph_create = nullptr;
   AddKernelNode add_kernel_node = nullptr;
@@ -251,6 +252,7 @@ struct GraphApi {
   ExecDestroy exec_destroy = nullptr;
   GraphDestroy graph_destroy = nullptr;
   ParamInfo param_info = nullptr;
+  ExecUpdate exec_update = nullptr; // optional (update_all)
   bool ok = false;
 };
 
@@ -284,6 +286,7 @@ const GraphApi& graph_api() {
            entry_point("cuGraphExecDestroy", 12000, a.exec_destroy) &&
            entry_point("cuGraphDestroy", 12000, a.graph_destroy) &&
            entry_point("cuFuncGetParamInfo", 12040, a.param_info);
+    if (a.ok) entry_point("cuGraphExecUpdate", 12000, a.exec_update);
     return a;
   }();
   return api;
@@ -329,26 +332,9 @@ class CudaGraphDriver final : public GraphDriver {
 
   void* instantiate(const std::vector<LaunchRecord>& records, const std::vector<void**>& args,
                     std::vector<void*>& nodes) override {
-    const GraphApi& a = graph_api();
     auto* g = new Graph;
-    if (a.graph_create(&g->graph, 0) != CUDA_SUCCESS) {
-      delete g;
-      return nullptr;
-    }
-    nodes.clear();
-    CUgraphNode prev = nullptr;
-    for (size_t i = 0; i < records.size(); ++i) {
-      CUDA_KERNEL_NODE_PARAMS_v2 p = params(records[i], args[i]);
-      CUgraphNode node = nullptr;
-      if (a.add_kernel_node(&node, g->graph, prev != nullptr ? &prev : nullptr,
-                            prev != nullptr ? 1 : 0, &p) != CUDA_SUCCESS) {
-        destroy(g);
-        return nullptr;
-      }
-      nodes.push_back(node);
-      prev = node;
-    }
-    if (a.instantiate(&g->exec, g->graph, 0) != CUDA_SUCCESS) {
+    g->graph = build(records, args, &nodes);
+    if (g->graph == nullptr || graph_api().instantiate(&g->exec, g->graph, 0) != CUDA_SUCCESS) {
       g->exec = nullptr;
       destroy(g);
       return nullptr;
@@ -357,12 +343,27 @@ class CudaGraphDriver final : public GraphDriver {
   }
 
   bool update(void* exec, void* node, const LaunchRecord& r, void** args) override {
+    profile::Timer timer(profile::kGraphUpdate);
     CUDA_KERNEL_NODE_PARAMS_v2 p = params(r, args);
     return graph_api().set_params(static_cast<Graph*>(exec)->exec,
                                   static_cast<CUgraphNode>(node), &p) == CUDA_SUCCESS;
   }
 
+  bool update_all(void* exec, const std::vector<LaunchRecord>& records,
+                  const std::vector<void**>& args) override {
+    const GraphApi& a = graph_api();
+    if (a.exec_update == nullptr) return false;
+    profile::Timer timer(profile::kGraphUpdate);
+    CUgraph fresh = build(records, args, nullptr);
+    if (fresh == nullptr) return false;
+    CUgraphExecUpdateResultInfo info{};
+    bool ok = a.exec_update(static_cast<Graph*>(exec)->exec, fresh, &info) == CUDA_SUCCESS;
+    a.graph_destroy(fresh);
+    return ok;
+  }
+
   bool launch_graph(void* exec) override {
+    profile::Timer timer(profile::kGraphLaunch);
     return graph_api().graph_launch(static_cast<Graph*>(exec)->exec, stream_) == CUDA_SUCCESS;
   }
 
@@ -382,6 +383,28 @@ class CudaGraphDriver final : public GraphDriver {
     CUgraph graph = nullptr; // kept: node handles belong to it
     CUgraphExec exec = nullptr;
   };
+
+  // A graph of the launches, each node after the previous; null on failure.
+  static CUgraph build(const std::vector<LaunchRecord>& records, const std::vector<void**>& args,
+                       std::vector<void*>* nodes) {
+    const GraphApi& a = graph_api();
+    CUgraph graph = nullptr;
+    if (a.graph_create(&graph, 0) != CUDA_SUCCESS) return nullptr;
+    if (nodes != nullptr) nodes->clear();
+    CUgraphNode prev = nullptr;
+    for (size_t i = 0; i < records.size(); ++i) {
+      CUDA_KERNEL_NODE_PARAMS_v2 p = params(records[i], args[i]);
+      CUgraphNode node = nullptr;
+      if (a.add_kernel_node(&node, graph, prev != nullptr ? &prev : nullptr,
+                            prev != nullptr ? 1 : 0, &p) != CUDA_SUCCESS) {
+        a.graph_destroy(graph);
+        return nullptr;
+      }
+      if (nodes != nullptr) nodes->push_back(node);
+      prev = node;
+    }
+    return graph;
+  }
 
   static CUDA_KERNEL_NODE_PARAMS_v2 params(const LaunchRecord& r, void** args) {
     CUDA_KERNEL_NODE_PARAMS_v2 p{};
@@ -404,6 +427,11 @@ LaunchBatch::Options batch_options() {
   LaunchBatch::Options o;
   if (const char* v = std::getenv("LOOM_CUDA_GRAPH_NODES")) {
     o.max_pending = std::max<size_t>(1, std::strtoull(v, nullptr, 10));
+  }
+  // LOOM_CUDA_GRAPH_WHOLE_UPDATE=N: replays with N or more changed nodes
+  // update the whole graph in one cuGraphExecUpdate (to compare).
+  if (const char* v = std::getenv("LOOM_CUDA_GRAPH_WHOLE_UPDATE")) {
+    o.whole_update_from = std::strtoull(v, nullptr, 10);
   }
   return o;
 }
@@ -445,9 +473,9 @@ struct StreamBatch {
     } else {
       int dev = current_device();
       if (dev != device) cudaSetDevice(device);
-      LaunchBatchStats before = batch.stats();
       batch.flush(released);
       const LaunchBatchStats& after = batch.stats();
+      const LaunchBatchStats& before = reported;
       if (profile::enabled()) {
         profile::g_batch[0] += static_cast<long long>(after.recorded - before.recorded);
         profile::g_batch[1] += static_cast<long long>(after.direct - before.direct);
@@ -456,8 +484,11 @@ struct StreamBatch {
         profile::g_batch[4] += static_cast<long long>(after.graph_nodes - before.graph_nodes);
         profile::g_batch[5] += static_cast<long long>(after.node_updates - before.node_updates);
         profile::g_batch[6] += static_cast<long long>(after.failures - before.failures);
+        profile::g_batch[7] += static_cast<long long>(after.whole_updates - before.whole_updates);
       }
-      if (after.failures != before.failures) {
+      const bool failed = after.failures != before.failures;
+      reported = after;
+      if (failed) {
         std::cerr << "[loom] warning: a batch of kernel launches failed on the GPU ("
                   << cudaGetErrorString(cudaGetLastError()) << ")\n";
       }
@@ -479,6 +510,7 @@ struct StreamBatch {
   int device;
   std::mutex mutex;
   std::atomic<bool> open{false};
+  LaunchBatchStats reported; // the counters added to the profile's totals so far
   CudaGraphDriver driver;
   LaunchBatch batch;
 };

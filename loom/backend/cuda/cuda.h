@@ -101,7 +101,18 @@ int compute_capability(int index);
 // Host-side timers (LOOM_CUDA_PROFILE=1): where a small op's microseconds go.
 // Totals per slot (calls, mean) print to stderr at exit.
 namespace profile {
-enum Slot { kEval, kPrepare, kAlloc, kLaunch, kSignal, kSync, kFlush, kSlots };
+enum Slot {
+  kEval,
+  kPrepare,
+  kAlloc,
+  kLaunch,
+  kSignal,
+  kSync,
+  kFlush,
+  kGraphUpdate,
+  kGraphLaunch,
+  kSlots
+};
 bool enabled();
 void add(Slot slot, long long ns);
 long long now_ns();

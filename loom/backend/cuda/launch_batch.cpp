@@ -134,13 +134,25 @@ void LaunchBatch::flush(std::vector<std::shared_ptr<const void>>& released) {
     launch_directly(args);
   } else if (CachedGraph* g = find(key_)) {
     // Replay: only the nodes whose argument bytes changed are updated.
-    bool ok = true;
-    for (size_t i = 0; i < n && ok; ++i) {
+    changed_.clear();
+    for (size_t i = 0; i < n; ++i) {
       const LaunchRecord& r = records_[i];
       const unsigned char* now = params_.data() + r.params_begin;
-      if (std::memcmp(now, g->last_params.data() + g->last_begin[i], r.params_size) == 0) continue;
-      ok = driver_.update(g->exec, g->nodes[i], r, args[i]);
-      if (ok) ++stats_.node_updates;
+      if (std::memcmp(now, g->last_params.data() + g->last_begin[i], r.params_size) != 0) {
+        changed_.push_back(i);
+      }
+    }
+    bool ok = true;
+    if (options_.whole_update_from != 0 && changed_.size() >= options_.whole_update_from &&
+        driver_.update_all(g->exec, records_, args)) {
+      ++stats_.whole_updates;
+      stats_.node_updates += changed_.size();
+    } else {
+      for (size_t k = 0; k < changed_.size() && ok; ++k) {
+        size_t i = changed_[k];
+        ok = driver_.update(g->exec, g->nodes[i], records_[i], args[i]);
+        if (ok) ++stats_.node_updates;
+      }
     }
     if (ok && driver_.launch_graph(g->exec)) {
       ++stats_.graph_launches;

@@ -55,6 +55,12 @@ class GraphDriver {
                             const std::vector<void**>& args, std::vector<void*>& nodes) = 0;
   // Sets node `node`'s arguments for the next launches of `exec`.
   virtual bool update(void* exec, void* node, const LaunchRecord& r, void** args) = 0;
+  // Sets every node's arguments at once (a graph of the same launches with
+  // these arguments, applied to `exec`); false when not done.
+  virtual bool update_all(void* exec, const std::vector<LaunchRecord>& records,
+                          const std::vector<void**>& args) {
+    return false;
+  }
   virtual bool launch_graph(void* exec) = 0;
   virtual void destroy(void* exec) = 0;
 };
@@ -66,6 +72,7 @@ struct LaunchBatchStats {
   size_t graph_launches = 0; // cached graphs launched
   size_t graph_nodes = 0;    // launches that went out inside a graph
   size_t node_updates = 0;   // nodes whose arguments were updated before a replay
+  size_t whole_updates = 0;  // replays whose graph was updated at once (update_all)
   size_t failures = 0;       // driver calls that failed (the launches then went direct)
 };
 
@@ -77,6 +84,9 @@ class LaunchBatch {
     size_t min_graph = 4;      // shorter runs launch directly
     size_t max_graphs = 32;    // cached graphs (the oldest goes first)
     size_t max_sightings = 4096; // remembered signatures seen once
+    // Replays with at least this many changed nodes update the graph at once
+    // (update_all) rather than node by node; 0 never does.
+    size_t whole_update_from = 0;
   };
 
   LaunchBatch(GraphDriver& driver, Options options);
@@ -132,6 +142,7 @@ class LaunchBatch {
   uint64_t key_ = 0;
   std::vector<unsigned char> params_;
   std::vector<std::vector<void*>> arg_lists_; // reused between flushes
+  std::vector<size_t> changed_;               // nodes to update, reused
   std::vector<std::shared_ptr<const void>> keep_;
   std::unordered_map<uint64_t, std::list<CachedGraph>::iterator> index_;
   std::list<CachedGraph> graphs_; // oldest first
