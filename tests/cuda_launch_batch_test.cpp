@@ -185,7 +185,7 @@ TEST(CudaLaunchBatch, ManyChangedNodesUpdateTheWholeGraphAtOnce) {
     b.flush(released);
   };
   run_chain(0, 0);
-  run_chain(0, 0); // graph built
+  run_chain(0, 0);  // graph built
   run_chain(50, 2); // two changed: node by node
   EXPECT_EQ(d.updates, 2);
   EXPECT_EQ(d.whole_updates, 0);

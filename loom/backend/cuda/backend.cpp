@@ -3,6 +3,8 @@
 // for primitives that have no GPU kernel yet.
 #include "loom/scheduler/backend.h"
 
+#include <cuda.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,8 +16,6 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
-
-#include <cuda.h>
 
 #include "loom/backend/cuda/cuda.h"
 #include "loom/backend/cuda/launch_batch.h"
@@ -276,7 +276,8 @@ const GraphApi& graph_api() {
     const char* v = std::getenv("LOOM_CUDA_GRAPHS");
     if (v != nullptr && std::string(v) == "0") return a;
     v = std::getenv("LOOM_CUDA_RUNTIME_LAUNCH");
-    if (v != nullptr && std::string(v) == "1") return a; // launches bypass launch_kernel's driver path
+    if (v != nullptr && std::string(v) == "1")
+      return a; // launches bypass launch_kernel's driver path
     a.ok = entry_point("cuLaunchKernel", 12000, a.launch) &&
            entry_point("cuGraphCreate", 12000, a.graph_create) &&
            entry_point("cuGraphAddKernelNode", 12000, a.add_kernel_node) &&
@@ -345,8 +346,8 @@ class CudaGraphDriver final : public GraphDriver {
   bool update(void* exec, void* node, const LaunchRecord& r, void** args) override {
     profile::Timer timer(profile::kGraphUpdate);
     CUDA_KERNEL_NODE_PARAMS_v2 p = params(r, args);
-    return graph_api().set_params(static_cast<Graph*>(exec)->exec,
-                                  static_cast<CUgraphNode>(node), &p) == CUDA_SUCCESS;
+    return graph_api().set_params(static_cast<Graph*>(exec)->exec, static_cast<CUgraphNode>(node),
+                                  &p) == CUDA_SUCCESS;
   }
 
   bool update_all(void* exec, const std::vector<LaunchRecord>& records,
@@ -449,7 +450,8 @@ std::atomic<int> g_open_batches{0};
 // One GPU stream's batch. Its lock orders recording (the thread running the
 // stream's task) against flushes from any thread (a signal, a synchronize).
 struct StreamBatch {
-  StreamBatch(cudaStream_t s, int dev) : stream(s), device(dev), driver(s), batch(driver, batch_options()) {}
+  StreamBatch(cudaStream_t s, int dev)
+      : stream(s), device(dev), driver(s), batch(driver, batch_options()) {}
 
   // Enqueues what is recorded; the buffers held for it are dropped after the
   // lock is released (their stream-ordered frees come after the launches).
@@ -554,8 +556,8 @@ class CudaBackend final : public scheduler::DeviceBackend {
       ~Depth() { --t_eval_depth; }
     } depth;
     if (it != kernel_table().end()) {
-      bool record = batch != nullptr && t_eval_depth == 1 && graph_api().ok &&
-                    is_batchable(type) && small_outputs(outputs);
+      bool record = batch != nullptr && t_eval_depth == 1 && graph_api().ok && is_batchable(type) &&
+                    small_outputs(outputs);
       // Anything else this kernel enqueues comes after the recorded launches.
       if (!record && batch != nullptr) batch->flush();
       bool ran;
@@ -814,9 +816,9 @@ class CudaBackend final : public scheduler::DeviceBackend {
     auto it = views.find(type);
     if (it != views.end()) return it->second;
     std::string name = p.name();
-    ViewKind kind = !is_view_primitive(name)                      ? ViewKind::none
+    ViewKind kind = !is_view_primitive(name)                 ? ViewKind::none
                     : name == "Reshape" || name == "Flatten" ? ViewKind::may_copy
-                                                                  : ViewKind::view;
+                                                             : ViewKind::view;
     return views.emplace(type, kind).first->second;
   }
 
@@ -891,7 +893,8 @@ bool record_launch(const void* function, dim3 grid, dim3 block, unsigned shared_
                    cudaStream_t stream, void** args) {
   StreamBatch* b = t_recording;
   if (b != nullptr && b->stream == stream) {
-    if (const ParamLayout* layout = param_layout(static_cast<CUfunction>(const_cast<void*>(function)))) {
+    if (const ParamLayout* layout =
+            param_layout(static_cast<CUfunction>(const_cast<void*>(function)))) {
       const unsigned g[3] = {grid.x, grid.y, grid.z};
       const unsigned k[3] = {block.x, block.y, block.z};
       std::lock_guard<std::mutex> lock(b->mutex);

@@ -47,11 +47,8 @@ bool LaunchBatch::record(const void* function, const unsigned grid[3], const uns
     std::memcpy(dst + layout[i].offset, args[i], layout[i].size);
   }
   records_.push_back(r);
-  Signature sig{function,
-                {grid[0], grid[1], grid[2]},
-                {block[0], block[1], block[2]},
-                shared_bytes,
-                size};
+  Signature sig{
+      function, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes, size};
   signature_.push_back(sig);
   uint64_t h = records_.size() == 1 ? 14695981039346656037ull : key_;
   h = mix(h, reinterpret_cast<uintptr_t>(function));

@@ -80,9 +80,9 @@ struct LaunchBatchStats {
 class LaunchBatch {
  public:
   struct Options {
-    size_t max_pending = 64;   // a record reaching this flushes (the device starts meanwhile)
-    size_t min_graph = 4;      // shorter runs launch directly
-    size_t max_graphs = 32;    // cached graphs (the oldest goes first)
+    size_t max_pending = 64;     // a record reaching this flushes (the device starts meanwhile)
+    size_t min_graph = 4;        // shorter runs launch directly
+    size_t max_graphs = 32;      // cached graphs (the oldest goes first)
     size_t max_sightings = 4096; // remembered signatures seen once
     // Replays with at least this many changed nodes update the graph at once
     // (update_all) rather than node by node; 0 never does.
