@@ -76,6 +76,19 @@ bool host_valid(const array& a);
 // zero it before each launch and read it only after synchronising.
 int* bad_flag();
 
+// Launch batching (backend.cpp, launch_batch.h). Inside a kernel the backend
+// marked batchable (registered with `register_batchable`: it only allocates
+// outputs, reads device_data and launches through launch_kernel), a launch of
+// the driver function `function` on the eval's stream is recorded, to be
+// enqueued with the launches around it as one CUDA graph; returns true then.
+// Otherwise it enqueues `stream`'s recorded launches first (a launch must come
+// after them) and returns false: the caller launches.
+bool record_launch(const void* function, dim3 grid, dim3 block, unsigned shared_bytes,
+                   cudaStream_t stream, void** args);
+// Enqueues the launches recorded for `stream`, if any.
+void flush_launches(cudaStream_t stream);
+void register_batchable(std::type_index primitive);
+
 // Number of multiprocessors of GPU `index`.
 int multiprocessor_count(int index);
 
@@ -88,7 +101,18 @@ int compute_capability(int index);
 // Host-side timers (LOOM_CUDA_PROFILE=1): where a small op's microseconds go.
 // Totals per slot (calls, mean) print to stderr at exit.
 namespace profile {
-enum Slot { kEval, kPrepare, kAlloc, kLaunch, kSignal, kSync, kSlots };
+enum Slot {
+  kEval,
+  kPrepare,
+  kAlloc,
+  kLaunch,
+  kSignal,
+  kSync,
+  kFlush,
+  kGraphUpdate,
+  kGraphLaunch,
+  kSlots
+};
 bool enabled();
 void add(Slot slot, long long ns);
 long long now_ns();

@@ -295,6 +295,14 @@ struct Registration {
     register_kernel(typeid(AsType), &astype_kernel);
     register_kernel(typeid(Copy), &copy_kernel);
     register_kernel(typeid(Full), &full_kernel);
+    // Through run_generated only: an output allocation, device_data and one
+    // launch_kernel, so their launches may be recorded and replayed as a
+    // CUDA graph. (Copy may issue a cudaMemcpyAsync: not batchable.)
+    for (std::type_index t : {std::type_index(typeid(Unary)), std::type_index(typeid(Binary)),
+                              std::type_index(typeid(Select)), std::type_index(typeid(AsType)),
+                              std::type_index(typeid(Full))}) {
+      register_batchable(t);
+    }
   }
 } registration;
 

@@ -233,6 +233,9 @@ void launch_kernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size
   const DriverLaunch& d = driver_launch();
   if (d.launch != nullptr) {
     if (CUfunction f = function_for(kernel, d)) {
+      // Recorded into this stream's batch inside an element-wise kernel of
+      // one eval (backend.cpp); any other launch first enqueues that batch.
+      if (record_launch(f, grid, block, static_cast<unsigned>(shared_bytes), stream, args)) return;
       if (d.launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                    static_cast<unsigned>(shared_bytes), reinterpret_cast<CUstream>(stream), args,
                    nullptr) == CUDA_SUCCESS) {
@@ -242,6 +245,7 @@ void launch_kernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size
     // The runtime's launch reports the error (or succeeds where the driver
     // path could not, e.g. no current context yet).
   }
+  flush_launches(stream); // recorded launches go first
   check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, shared_bytes,
                          stream),
         what);
