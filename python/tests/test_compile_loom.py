@@ -525,7 +525,7 @@ print(all(np.array_equal(np.array(g).view(np.uint32), np.array(w).view(np.uint32
 
 
 def test_streamed_region_outputs_are_bitwise_eager():
-    # Outputs larger than half the last-level cache are written with
+    # Outputs larger than an eighth of the last-level cache are written with
     # streaming stores; LOOM_COMPILE_STREAM_BYTES=4096 makes every output of
     # these regions (12 KB, a partial last chunk, one taking over a dying
     # input's buffer) take that path: the values are the eager bits.
