@@ -452,7 +452,8 @@ def test_fused_erf_pieces_mixing_ranges_are_bitwise_eager():
 def test_fused_gelu_backward_is_bitwise_eager(shape):
     # The backward region recomputes gelu's x / sqrt(2) and 1 + erf(.) from
     # x (its forward region no longer writes them): still the eager bits,
-    # forward and backward, with outputs small, partial-chunk and streamed.
+    # forward and backward, with outputs small, partial-chunk and large
+    # (streamed stores: test_streamed_region_outputs_are_bitwise_eager).
     x = mx.random.normal(shape)
     ct = mx.random.normal(shape)
 
@@ -502,3 +503,31 @@ def test_fused_vector_broadcast_is_bitwise_eager(rows, width):
     got = mx.compile(f)(x, bias, column)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(np.array(g).view(np.uint32), np.array(w).view(np.uint32))
+
+
+STREAMED_REGIONS = """
+import numpy as np
+import loom.core as mx
+x = mx.random.normal((3, 1000))
+ct = mx.random.normal((3, 1000))
+bias = mx.random.normal((1000,))
+
+def f(x, ct, bias):
+    a = x * 1.5 + bias
+    grads = mx.vjp(lambda v: [v * (1 + mx.erf(v / 1.4142135)) / 2], [a], [ct])
+    return grads[0] + grads[1] + [(a + 1) * 2]
+
+want = f(x, ct, bias)
+got = mx.compile(f)(x, ct, bias)
+print(all(np.array_equal(np.array(g).view(np.uint32), np.array(w).view(np.uint32))
+          for w, g in zip(want, got)))
+"""
+
+
+def test_streamed_region_outputs_are_bitwise_eager():
+    # Outputs larger than an eighth of the last-level cache are written with
+    # streaming stores; LOOM_COMPILE_STREAM_BYTES=4096 makes every output of
+    # these regions (12 KB, a partial last chunk, one taking over a dying
+    # input's buffer) take that path: the values are the eager bits.
+    assert _run(STREAMED_REGIONS, LOOM_COMPILE_STREAM_BYTES="4096") == "True"
+    assert _run(STREAMED_REGIONS) == "True"

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include <unistd.h>
+
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
@@ -98,20 +100,36 @@ float binary_scalar(float a, float b) {
   return Op{}(a, b);
 }
 
-// Outputs of 8 MiB or more are written with streaming stores: a plain store
-// into a buffer that is not in the cache first reads the line it writes (for
-// ownership), and in a chain whose loops compute between memory accesses
-// those reads are not hidden (an 8 MiB gelu alone, one thread: 2.31 ms
-// streamed, 2.76 not). In the transformer block's training graph, whose
-// outputs the next op reads soon, streaming from 64 KiB, 8 MiB or 32 MiB
-// measured alike within the noise of a loaded machine (LOOM_PROFILE_NODES).
-// LOOM_COMPILE_STREAM_BYTES overrides the size.
+// Outputs too large to stay in the last-level cache are written with
+// streaming stores: a plain store into a buffer that is not in the cache first
+// reads the line it writes (for ownership), and in a chain whose loops compute
+// between memory accesses those reads are not hidden (an 8 MiB gelu alone, one
+// thread: 2.31 ms streamed, 2.76 not). An output that fits in the cache is
+// stored plainly: a streaming store sends it to memory, and the op that reads
+// it next (in a training graph, soon: the transformer block's 8 MiB gelu and
+// softmax-gradient values feed GEMMs) then reads it back from memory instead of
+// the cache. The bar is an eighth of the last-level cache (the graph's other
+// values live there too, and on a shared host other tenants' data: 32 MiB
+// here, so a 64 MiB gelu, measured 5-15% slower with plain stores, still
+// streams), at least 8 MiB (the old fixed bar, kept where the cache size is
+// unknown). LOOM_COMPILE_STREAM_BYTES overrides it.
+size_t last_level_cache_bytes() {
+  long bytes = -1;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+  if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return bytes > 0 ? static_cast<size_t>(bytes) : 0;
+}
+
 size_t stream_bytes() {
   static const size_t n = [] {
     if (const char* v = std::getenv("LOOM_COMPILE_STREAM_BYTES"); v && *v) {
       return static_cast<size_t>(std::strtoull(v, nullptr, 10));
     }
-    return size_t(8) << 20;
+    return std::max(size_t(8) << 20, last_level_cache_bytes() / 8);
   }();
   return n;
 }
