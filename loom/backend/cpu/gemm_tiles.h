@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "loom/backend/cpu/thread_pool.h"
 
@@ -32,13 +31,10 @@ inline bool splits_over_pool(int64_t M, int64_t N, int64_t K) {
 // Runs body(m0, m1, n0, n1) over blocks of C taken from the pool's counter:
 // blocks of `mr`-row tiles, each packing only its own rows of A, or, for a
 // product fewer than two tiles per thread tall, blocks of `nr`-column panels
-// (each packing all of its small A). The blocks shrink towards the end
-// (guided scheduling: each an eighth of what is left per thread, at most 8
-// tiles or 16 panels, at least one): the large first ones keep a packed
-// block of A in use across many panels of B, and the single-tile last ones
-// leave a thread idle for at most one tile when the other finishes, where
-// fixed blocks of five tiles (bfloat16 1024², 86 tiles) could leave it idle
-// for five. A thread whose core another process takes hands its share over.
+// (each packing all of its small A). Several blocks per thread, so that a
+// thread whose core another process takes hands its share over, and blocks
+// of one tile when the tiles are few: 22 tiles (256 rows) split 11/11, where
+// four panels split 12/10.
 template <typename F>
 void over_tile_blocks(int64_t M, int64_t N, int64_t mr, int64_t nr, F&& body) {
   const int64_t threads = num_threads();
@@ -46,15 +42,11 @@ void over_tile_blocks(int64_t M, int64_t N, int64_t mr, int64_t nr, F&& body) {
   const int64_t panels = (N + nr - 1) / nr;
   const bool by_rows = tiles >= 2 * threads;
   const int64_t units = by_rows ? tiles : panels;
-  const int64_t most = by_rows ? 8 : 16;
-  std::vector<int64_t> starts;
-  for (int64_t u = 0; u < units;) {
-    starts.push_back(u);
-    u += std::clamp<int64_t>((units - u) / (8 * threads), 1, most);
-  }
-  starts.push_back(units);
-  parallel_chunks(starts.size() - 1, [&](size_t i) {
-    const int64_t u0 = starts[i], u1 = starts[i + 1];
+  const int64_t per_block = std::clamp<int64_t>(units / (8 * threads), 1, by_rows ? 8 : 16);
+  const int64_t blocks = (units + per_block - 1) / per_block;
+  parallel_chunks(static_cast<size_t>(blocks), [&](size_t i) {
+    const int64_t u0 = static_cast<int64_t>(i) * per_block;
+    const int64_t u1 = std::min(units, u0 + per_block);
     if (by_rows) {
       body(u0 * mr, std::min(M, u1 * mr), int64_t{0}, N);
     } else {
