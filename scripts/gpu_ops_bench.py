@@ -140,7 +140,12 @@ def conv_and_losses():
         return mx.grad(lambda x, w: (mx.conv2d(x, w, padding=1, stream=mx.gpu) ** 2).sum(),
                        argnums=(0, 1))(x, w)
 
-    row("conv2d same, fwd+bwd f32", ev(fwd_bwd))
+    def torch_fwd_bwd():
+        a, b = tx.detach().requires_grad_(), tw.detach().requires_grad_()
+        (torch.nn.functional.conv2d(a, b, padding=1) ** 2).sum().backward()
+        return a.grad, b.grad
+
+    row("conv2d same, fwd+bwd f32", ev(fwd_bwd), None, torch_fwd_bwd if HAVE_TORCH else None)
     logits = mx.array(rng.standard_normal((4096, 32000)).astype(np.float32))
     t = mx.array(rng.integers(0, 32000, 4096).astype(np.int32))
     mx.eval(logits, t)

@@ -10,6 +10,29 @@ from pkgutil import extend_path as _extend_path
 # extending the package path lets `loom.core` be found in either place.
 __path__ = _extend_path(__path__, __name__)
 
+
+
+def _point_at_cudnn() -> None:
+    """Lets the CUDA backend find cuDNN in the nvidia-cudnn wheel, if installed.
+
+    PyTorch and JAX install cuDNN as a Python package, off the loader's path;
+    GPU convolutions use it when found (LOOM_CUDNN_PATH set by the user wins,
+    LOOM_CUDNN=0 turns cuDNN off).
+    """
+    import os
+    import sys
+
+    if os.environ.get("LOOM_CUDNN_PATH"):
+        return
+    for entry in sys.path:
+        lib = os.path.join(entry or ".", "nvidia", "cudnn", "lib", "libcudnn.so.9")
+        if os.path.isfile(lib):
+            os.environ["LOOM_CUDNN_PATH"] = lib
+            return
+
+
+_point_at_cudnn()
+
 from . import core  # noqa: E402
 
 __version__ = core.__version__

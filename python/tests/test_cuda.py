@@ -334,3 +334,23 @@ def test_metal_module_is_absent_but_its_memory_names_forward(capfd):
     assert mx.metal.stop_capture() is None
     err = capfd.readouterr().err
     assert "mx.metal.get_active_memory is deprecated" in err
+
+
+@pytest.mark.loom_only
+def test_cudnn_is_looked_for_in_the_nvidia_wheel(tmp_path):
+    # PyTorch and JAX install cuDNN as the nvidia-cudnn wheel, off the loader's
+    # path; importing Loom points LOOM_CUDNN_PATH at it (a user's value wins).
+    lib = tmp_path / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcudnn.so.9").write_bytes(b"")
+    code = "import os, loom.core; print(os.environ.get('LOOM_CUDNN_PATH', ''))"
+    env = {k: v for k, v in os.environ.items() if k != "LOOM_CUDNN_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + sys.path)
+    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == str(lib / "libcudnn.so.9")
+    env["LOOM_CUDNN_PATH"] = "/elsewhere/libcudnn.so.9"
+    kept = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert kept.stdout.strip() == "/elsewhere/libcudnn.so.9"

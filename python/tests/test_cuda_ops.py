@@ -329,6 +329,43 @@ def test_conv_general_flip_input_dilation_and_transpose_match_cpu():
     close(*both(lambda s: mx.conv_transpose2d(xt, wt, stride=2, padding=1, stream=s)), 1e-4)
 
 
+def test_conv_forms_cudnn_takes_and_declines_match_cpu():
+    # Flip without input dilation (cuDNN's convolution mode), padding whose
+    # high side differs but leaves cuDNN's output size (taken), padding that
+    # changes it (declined: im2col), float64, and a 3-d grouped, dilated case.
+    x, w = rand((2, 12, 11, 6), 9), rand((8, 3, 3, 6), 10)
+    close(*both(lambda s: mx.conv_general(x, w, stride=1, padding=1, flip=True, stream=s)), 1e-4)
+    close(*both(lambda s: mx.conv_general(x, w, stride=2, padding=([1, 1], [0, 1]), stream=s)),
+          1e-4)
+    close(*both(lambda s: mx.conv_general(x, w, stride=1, padding=([2, 0], [0, 1]), stream=s)),
+          1e-4)
+    x64, w64 = x.astype(mx.float64), w.astype(mx.float64)
+    close(*both(lambda s: mx.conv2d(x64, w64, stride=2, padding=1, stream=s)), 1e-10)
+    x3, w3 = rand((2, 7, 8, 9, 8), 11), rand((8, 3, 2, 3, 2), 12)
+    close(*both(lambda s: mx.conv3d(x3, w3, padding=1, dilation=(1, 2, 1), groups=4, stream=s)),
+          1e-4)
+
+
+@pytest.mark.loom_only
+def test_conv_with_and_without_cudnn_agree():
+    # LOOM_CUDNN=0 forces the im2col + GEMM path; both must match the CPU.
+    code = (
+        "import numpy as np, loom.core as mx\n"
+        "r = np.random.default_rng(3)\n"
+        "x = mx.array(r.standard_normal((4, 32, 32, 16)).astype(np.float32))\n"
+        "w = mx.array(r.standard_normal((32, 3, 3, 16)).astype(np.float32))\n"
+        "g = mx.conv2d(x, w, stride=1, padding=1, stream=mx.gpu)\n"
+        "c = mx.conv2d(x, w, stride=1, padding=1, stream=mx.cpu)\n"
+        "print(float(mx.abs(g - c).max()) / float(mx.abs(c).max()))\n"
+    )
+    for flag in ("1", "0"):
+        env = dict(os.environ, LOOM_CUDNN=flag)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert float(out.stdout.strip().splitlines()[-1]) < 1e-5
+
+
 def test_conv_gradients_match_cpu():
     x, w = rand((2, 12, 12, 8), 7), rand((16, 3, 3, 8), 8)
 

@@ -11,14 +11,16 @@
 // in place, channels last. Chunks keep the patch buffer under 2^28 elements.
 // A 1x1 convolution with unit stride and no padding or dilation reads the
 // input directly. float32 (strict FP32 as matmul, LOOM_CUDA_TF32=1 for TF32),
-// float64, float16 and bfloat16 (accumulating in float32). cuDNN is not used:
-// the device image's runtime does not carry it.
+// float64, float16 and bfloat16 (accumulating in float32). When a cuDNN 9
+// library loads (conv_cudnn.cpp), the forms it expresses exactly go to it
+// first; this path serves the rest (input dilation, uneven padding, 1x1).
 #include "loom/primitives/conv.h"
 
 #include <algorithm>
 #include <string>
 
 #include "loom/backend/cuda/codegen.h"
+#include "loom/backend/cuda/conv_cudnn.h"
 #include "loom/backend/cuda/cuda.h"
 #include "loom/backend/cuda/gemm_util.h"
 #include "loom/backend/cuda/jit.h"
@@ -143,6 +145,11 @@ bool conv_kernel(Primitive& prim, const std::vector<array>& inputs, std::vector<
   allocator::Buffer tx{nullptr, 0}, tw{nullptr, 0}, col{nullptr, 0};
   const void* xp = dense_data(x, tx, s);
   const void* wp = dense_data(w, tw, s);
+  if (!identity && cudnn_conv_forward(p, x, w, out, xp, wp, y, s)) {
+    if (tx.ptr != nullptr) pool.free(tx);
+    if (tw.ptr != nullptr) pool.free(tw);
+    return true;
+  }
   const long long width = g.G * Kc;
   // Output positions per chunk: patches under 2^28 elements, GEMM sizes in int.
   const long long chunk =

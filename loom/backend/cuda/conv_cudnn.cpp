@@ -1,0 +1,330 @@
+// Convolution forward through cuDNN's convolution API, loaded with dlopen on
+// first use (Loom links no CUDA library but the runtime). cuDNN takes
+// channels-last tensors (given by their strides) and filters in KRSC order,
+// which is the layout Loom's Convolution already has: nothing is transposed.
+//
+// The library is looked for at LOOM_CUDNN_PATH (a file or its folder; the
+// Python package points it at the nvidia-cudnn wheel that PyTorch and JAX
+// install, when there is one), then by soname on the loader's path. The
+// declarations below are the few entry points used, with cuDNN 9's
+// documented enum values, so that Loom builds without cuDNN's headers.
+//
+// The algorithm is cuDNN's heuristic first choice that fits the workspace
+// cap (what PyTorch does without benchmark mode), cached per geometry.
+#include "loom/backend/cuda/conv_cudnn.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "loom/backend/cuda/cuda.h"
+
+namespace loom::cuda {
+
+namespace {
+
+using Status = int;
+constexpr Status kSuccess = 0;
+using Handle = struct CudnnContext*;
+using TensorDesc = struct CudnnTensorStruct*;
+using FilterDesc = struct CudnnFilterStruct*;
+using ConvDesc = struct CudnnConvolutionStruct*;
+
+// cudnnDataType_t, cudnnTensorFormat_t, cudnnMathType_t, cudnnConvolutionMode_t.
+constexpr int kFloat = 0, kDouble = 1, kHalf = 2, kBfloat16 = 9;
+constexpr int kFormatNhwc = 1;
+constexpr int kDefaultMath = 0, kTensorOpMath = 1, kFmaMath = 3;
+constexpr int kConvolution = 0, kCrossCorrelation = 1;
+
+// cudnnConvolutionFwdAlgoPerf_t.
+struct FwdAlgoPerf {
+  int algo;
+  Status status;
+  float time;
+  size_t memory;
+  int determinism;
+  int math_type;
+  int reserved[3];
+};
+
+struct Library {
+  size_t (*version)() = nullptr;
+  Status (*create)(Handle*) = nullptr;
+  Status (*set_stream)(Handle, cudaStream_t) = nullptr;
+  Status (*create_tensor)(TensorDesc*) = nullptr;
+  Status (*set_tensor)(TensorDesc, int, int, const int*, const int*) = nullptr;
+  Status (*destroy_tensor)(TensorDesc) = nullptr;
+  Status (*create_filter)(FilterDesc*) = nullptr;
+  Status (*set_filter)(FilterDesc, int, int, int, const int*) = nullptr;
+  Status (*destroy_filter)(FilterDesc) = nullptr;
+  Status (*create_conv)(ConvDesc*) = nullptr;
+  Status (*set_conv)(ConvDesc, int, const int*, const int*, const int*, int, int) = nullptr;
+  Status (*set_groups)(ConvDesc, int) = nullptr;
+  Status (*set_math)(ConvDesc, int) = nullptr;
+  Status (*destroy_conv)(ConvDesc) = nullptr;
+  Status (*output_dims)(ConvDesc, TensorDesc, FilterDesc, int, int*) = nullptr;
+  Status (*algorithms)(Handle, TensorDesc, FilterDesc, ConvDesc, TensorDesc, int, int*,
+                       FwdAlgoPerf*) = nullptr;
+  Status (*workspace)(Handle, TensorDesc, FilterDesc, ConvDesc, TensorDesc, int,
+                      size_t*) = nullptr;
+  Status (*forward)(Handle, const void*, TensorDesc, const void*, FilterDesc, const void*,
+                    ConvDesc, int, void*, size_t, const void*, TensorDesc, void*) = nullptr;
+
+  bool ok() const {
+    return version && create && set_stream && create_tensor && set_tensor && destroy_tensor &&
+           create_filter && set_filter && destroy_filter && create_conv && set_conv &&
+           set_groups && set_math && destroy_conv && output_dims && algorithms && workspace &&
+           forward;
+  }
+};
+
+template <typename Fn>
+void bind(void* h, Fn& fn, const char* name) {
+  fn = reinterpret_cast<Fn>(dlsym(h, name));
+}
+
+void* open_cudnn() {
+  if (const char* path = std::getenv("LOOM_CUDNN_PATH"); path != nullptr && *path != '\0') {
+    std::string p = path;
+    if (void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    if (void* h = dlopen((p + "/libcudnn.so.9").c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+  }
+  return dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+}
+
+const Library& library() {
+  static Library lib = [] {
+    Library l;
+    const char* off = std::getenv("LOOM_CUDNN");
+    if (off != nullptr && std::string(off) == "0") return l;
+    LibraryLoad loading;
+    void* h = open_cudnn();
+    if (h == nullptr) return l;
+    close_before_teardown(); // after the library's own teardown was registered
+    bind(h, l.version, "cudnnGetVersion");
+    bind(h, l.create, "cudnnCreate");
+    bind(h, l.set_stream, "cudnnSetStream");
+    bind(h, l.create_tensor, "cudnnCreateTensorDescriptor");
+    bind(h, l.set_tensor, "cudnnSetTensorNdDescriptor");
+    bind(h, l.destroy_tensor, "cudnnDestroyTensorDescriptor");
+    bind(h, l.create_filter, "cudnnCreateFilterDescriptor");
+    bind(h, l.set_filter, "cudnnSetFilterNdDescriptor");
+    bind(h, l.destroy_filter, "cudnnDestroyFilterDescriptor");
+    bind(h, l.create_conv, "cudnnCreateConvolutionDescriptor");
+    bind(h, l.set_conv, "cudnnSetConvolutionNdDescriptor");
+    bind(h, l.set_groups, "cudnnSetConvolutionGroupCount");
+    bind(h, l.set_math, "cudnnSetConvolutionMathType");
+    bind(h, l.destroy_conv, "cudnnDestroyConvolutionDescriptor");
+    bind(h, l.output_dims, "cudnnGetConvolutionNdForwardOutputDim");
+    bind(h, l.algorithms, "cudnnGetConvolutionForwardAlgorithm_v7");
+    bind(h, l.workspace, "cudnnGetConvolutionForwardWorkspaceSize");
+    bind(h, l.forward, "cudnnConvolutionForward");
+    // The legacy convolution API these signatures describe is cuDNN 9's.
+    if (!l.ok() || l.version() < 90000) l = Library{};
+    return l;
+  }();
+  return lib;
+}
+
+// One handle per worker thread (a handle must not be used by two threads at
+// once); each worker serves one stream.
+Handle handle(cudaStream_t s) {
+  thread_local Handle h = nullptr;
+  thread_local cudaStream_t bound = nullptr;
+  thread_local bool failed = false;
+  if (failed) return nullptr;
+  if (h == nullptr) {
+    LibraryLoad loading; // creating a handle loads cuDNN's kernels
+    if (library().create(&h) != kSuccess) {
+      h = nullptr;
+      failed = true;
+      return nullptr;
+    }
+  }
+  if (bound != s) {
+    if (library().set_stream(h, s) != kSuccess) return nullptr;
+    bound = s;
+  }
+  return h;
+}
+
+// The descriptors of one call, destroyed together.
+struct Descriptors {
+  TensorDesc x = nullptr, y = nullptr;
+  FilterDesc w = nullptr;
+  ConvDesc conv = nullptr;
+  ~Descriptors() {
+    const Library& l = library();
+    if (x != nullptr) l.destroy_tensor(x);
+    if (y != nullptr) l.destroy_tensor(y);
+    if (w != nullptr) l.destroy_filter(w);
+    if (conv != nullptr) l.destroy_conv(conv);
+  }
+};
+
+// Channels-last strides for cuDNN's (N, C, spatial...) dimension order.
+std::vector<int> channels_last_strides(const std::vector<int>& dims) {
+  const int nd = static_cast<int>(dims.size());
+  std::vector<int> strides(nd);
+  long long step = dims[1];
+  strides[1] = 1;
+  for (int a = nd - 1; a >= 2; --a) {
+    strides[a] = static_cast<int>(step);
+    step *= dims[a];
+  }
+  strides[0] = static_cast<int>(step);
+  return strides;
+}
+
+struct Plan {
+  int algo;
+  size_t workspace;
+};
+
+// Workspaces above this are not asked for: cuDNN's next candidate is used.
+constexpr size_t kWorkspaceCap = size_t{1} << 30;
+
+std::mutex plans_mutex;
+std::map<std::vector<long long>, Plan> plans;
+
+bool fits_int(long long v) { return v >= 0 && v <= 0x7fffffffLL; }
+
+} // namespace
+
+bool cudnn_available() { return library().ok(); }
+
+bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, const array& out,
+                        const void* xp, const void* wp, void* y, cudaStream_t s) {
+  const Library& lib = library();
+  if (!lib.ok()) return false;
+  const Dtype d = out.dtype();
+  int data_type, compute_type, math;
+  if (d == float32) {
+    data_type = compute_type = kFloat;
+    const char* tf32 = std::getenv("LOOM_CUDA_TF32");
+    math = (tf32 != nullptr && std::string(tf32) == "1") ? kDefaultMath : kFmaMath;
+  } else if (d == float16 || d == bfloat16) {
+    data_type = d == float16 ? kHalf : kBfloat16;
+    compute_type = kFloat;
+    math = kTensorOpMath;
+  } else if (d == float64) {
+    data_type = compute_type = kDouble;
+    math = kDefaultMath;
+  } else {
+    return false;
+  }
+  const int spatial = x.ndim() - 2;
+  // cuDNN's descriptors have 2 or 3 spatial axes: a 1-d convolution gets a
+  // leading axis of 1.
+  const int lead = spatial == 1 ? 1 : 0;
+  const int axes = spatial + lead;
+  if (axes < 2 || axes > 3) return false;
+  std::vector<int> xd{0, 0}, wd{0, 0}, yd{0, 0};
+  std::vector<int> pad(axes, 0), stride(axes, 1), dil(axes, 1);
+  std::vector<long long> key{static_cast<long long>(d.val), p.groups, p.flip ? 1 : 0};
+  for (int i = 0; i < lead; ++i) {
+    xd.push_back(1);
+    wd.push_back(1);
+    yd.push_back(1);
+  }
+  for (int i = 0; i < spatial; ++i) {
+    if (p.input_dilation[i] != 1 || p.padding_lo[i] < 0) return false;
+    if (!fits_int(x.shape(i + 1)) || !fits_int(w.shape(i + 1)) || !fits_int(out.shape(i + 1)))
+      return false;
+    xd.push_back(static_cast<int>(x.shape(i + 1)));
+    wd.push_back(static_cast<int>(w.shape(i + 1)));
+    yd.push_back(static_cast<int>(out.shape(i + 1)));
+    pad[lead + i] = p.padding_lo[i];
+    stride[lead + i] = p.stride[i];
+    dil[lead + i] = p.kernel_dilation[i];
+  }
+  if (!fits_int(x.shape(0)) || !fits_int(x.shape(-1)) || !fits_int(out.shape(-1)) ||
+      !fits_int(w.shape(-1))) {
+    return false;
+  }
+  xd[0] = yd[0] = static_cast<int>(x.shape(0));
+  xd[1] = static_cast<int>(x.shape(-1));
+  yd[1] = wd[0] = static_cast<int>(out.shape(-1));
+  wd[1] = static_cast<int>(w.shape(-1));
+  // cuDNN indexes its tensors with 32-bit offsets in most algorithms.
+  if (x.size() > 0x7fffffff || out.size() > 0x7fffffff || w.size() > 0x7fffffff) return false;
+  for (int v : xd) key.push_back(v);
+  for (int v : wd) key.push_back(v);
+  for (int i = 0; i < axes; ++i) {
+    key.push_back(pad[i]);
+    key.push_back(stride[i]);
+    key.push_back(dil[i]);
+  }
+  key.push_back(math);
+
+  Handle h = handle(s);
+  if (h == nullptr) return false;
+  Descriptors desc;
+  const int nb = axes + 2;
+  if (lib.create_tensor(&desc.x) != kSuccess || lib.create_tensor(&desc.y) != kSuccess ||
+      lib.create_filter(&desc.w) != kSuccess || lib.create_conv(&desc.conv) != kSuccess) {
+    return false;
+  }
+  const std::vector<int> xs = channels_last_strides(xd), ys = channels_last_strides(yd);
+  if (lib.set_tensor(desc.x, data_type, nb, xd.data(), xs.data()) != kSuccess ||
+      lib.set_tensor(desc.y, data_type, nb, yd.data(), ys.data()) != kSuccess ||
+      lib.set_filter(desc.w, data_type, kFormatNhwc, nb, wd.data()) != kSuccess ||
+      lib.set_conv(desc.conv, axes, pad.data(), stride.data(), dil.data(),
+                   p.flip ? kConvolution : kCrossCorrelation, compute_type) != kSuccess ||
+      lib.set_groups(desc.conv, p.groups) != kSuccess ||
+      lib.set_math(desc.conv, math) != kSuccess) {
+    return false;
+  }
+  // cuDNN sizes the output from the low padding alone: the positions it
+  // computes are the primitive's only when the sizes agree.
+  std::vector<int> cudnn_out(nb);
+  if (lib.output_dims(desc.conv, desc.x, desc.w, nb, cudnn_out.data()) != kSuccess ||
+      cudnn_out != yd) {
+    return false;
+  }
+
+  Plan plan{-1, 0};
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex);
+    if (auto it = plans.find(key); it != plans.end()) plan = it->second;
+  }
+  if (plan.algo < 0) {
+    FwdAlgoPerf perf[16];
+    int returned = 0;
+    if (lib.algorithms(h, desc.x, desc.w, desc.conv, desc.y, 16, &returned, perf) != kSuccess)
+      return false;
+    for (int i = 0; i < returned; ++i) {
+      if (perf[i].status != kSuccess) continue;
+      size_t bytes = 0;
+      if (lib.workspace(h, desc.x, desc.w, desc.conv, desc.y, perf[i].algo, &bytes) != kSuccess ||
+          bytes > kWorkspaceCap) {
+        continue;
+      }
+      plan = Plan{perf[i].algo, bytes};
+      break;
+    }
+    if (plan.algo < 0) return false;
+    std::lock_guard<std::mutex> lock(plans_mutex);
+    if (plans.size() >= 1024) plans.clear(); // geometries are few; bound the map anyway
+    plans.emplace(key, plan);
+  }
+
+  auto& pool = device_pool(current_device());
+  allocator::Buffer ws{nullptr, 0};
+  if (plan.workspace > 0) ws = pool.malloc(plan.workspace);
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha = d == float64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = d == float64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  const Status st = lib.forward(h, alpha, desc.x, xp, desc.w, wp, desc.conv, plan.algo, ws.ptr,
+                                plan.workspace, beta, desc.y, y);
+  if (ws.ptr != nullptr) pool.free(ws); // stream-ordered: after the launch
+  return st == kSuccess;
+}
+
+} // namespace loom::cuda
