@@ -332,7 +332,7 @@ def test_conv_general_flip_input_dilation_and_transpose_match_cpu():
 def test_conv_forms_cudnn_takes_and_declines_match_cpu():
     # Flip without input dilation (cuDNN's convolution mode), padding whose
     # high side differs but leaves cuDNN's output size (taken), padding that
-    # changes it (declined: im2col), float64, and a 3-d grouped, dilated case.
+    # changes it (declined: im2col), float64, a 3-d dilated and a 2-d grouped case.
     x, w = rand((2, 12, 11, 6), 9), rand((8, 3, 3, 6), 10)
     close(*both(lambda s: mx.conv_general(x, w, stride=1, padding=1, flip=True, stream=s)), 1e-4)
     close(*both(lambda s: mx.conv_general(x, w, stride=2, padding=([1, 1], [0, 1]), stream=s)),
@@ -341,9 +341,10 @@ def test_conv_forms_cudnn_takes_and_declines_match_cpu():
           1e-4)
     x64, w64 = x.astype(mx.float64), w.astype(mx.float64)
     close(*both(lambda s: mx.conv2d(x64, w64, stride=2, padding=1, stream=s)), 1e-10)
-    x3, w3 = rand((2, 7, 8, 9, 8), 11), rand((8, 3, 2, 3, 2), 12)
-    close(*both(lambda s: mx.conv3d(x3, w3, padding=1, dilation=(1, 2, 1), groups=4, stream=s)),
-          1e-4)
+    x3, w3 = rand((2, 7, 8, 9, 8), 11), rand((6, 3, 2, 3, 8), 12)
+    close(*both(lambda s: mx.conv3d(x3, w3, padding=1, dilation=(1, 2, 1), stream=s)), 1e-4)
+    xg, wg = rand((2, 9, 10, 8), 13), rand((8, 3, 3, 2), 14)
+    close(*both(lambda s: mx.conv2d(xg, wg, padding=1, dilation=2, groups=4, stream=s)), 1e-4)
 
 
 @pytest.mark.loom_only

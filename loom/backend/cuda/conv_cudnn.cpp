@@ -251,6 +251,16 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
   xd[1] = static_cast<int>(x.shape(-1));
   yd[1] = wd[0] = static_cast<int>(out.shape(-1));
   wd[1] = static_cast<int>(w.shape(-1));
+  // A kernel with more taps than the output has positions is a weight
+  // gradient (the VJP convolves the input with the output's cotangent):
+  // cuDNN's forward algorithms run it slower than im2col + one GEMM (H200,
+  // B32 56x56x64 3x3 fwd+bwd: 5.2 ms against 4.7).
+  long long taps = 1, positions = 1;
+  for (int i = 0; i < spatial; ++i) {
+    taps *= w.shape(i + 1);
+    positions *= out.shape(i + 1);
+  }
+  if (taps > positions) return false;
   // cuDNN indexes its tensors with 32-bit offsets in most algorithms.
   if (x.size() > 0x7fffffff || out.size() > 0x7fffffff || w.size() > 0x7fffffff) return false;
   for (int v : xd) key.push_back(v);
