@@ -643,7 +643,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     CudaScope scope;
     if (!scope.open()) return false;
     cudaStream_t s = nullptr;
-    StreamBatch* batch = nullptr;
+    std::shared_ptr<StreamBatch> batch; // held: the stream may be destroyed meanwhile
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = streams_.find(stream.index);
@@ -668,7 +668,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     check(cudaStreamCreate(&s), "cudaStreamCreate");
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[stream.index] = s;
-    batches_[s] = new StreamBatch(s, stream.device.index);
+    batches_[s] = std::make_shared<StreamBatch>(s, stream.device.index);
     completers_[stream.index] = new Completer();
     update_sole_stream();
   }
@@ -676,7 +676,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
   void stream_destroyed(const Stream& stream) override {
     cudaStream_t s = nullptr;
     Completer* completer = nullptr;
-    StreamBatch* batch = nullptr;
+    std::shared_ptr<StreamBatch> batch;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = streams_.find(stream.index);
@@ -697,7 +697,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     }
     if (batch != nullptr) {
       batch->flush(); // the worker has drained: nothing records into it any more
-      delete batch;   // its graphs go with it
+      batch.reset();  // its graphs go with it (or with a flusher that still holds it)
     }
     if (completer != nullptr) Completer::retire(completer);
     CudaScope scope;
@@ -756,14 +756,16 @@ class CudaBackend final : public scheduler::DeviceBackend {
     auto c = completers_.find(stream.index);
     t_completer = c != completers_.end() ? c->second : nullptr;
     auto b = batches_.find(t_stream);
-    t_batch = b != batches_.end() ? b->second : nullptr;
+    t_batch = b != batches_.end() ? b->second.get() : nullptr;
     return t_stream;
   }
 
  public:
-  // The batch of CUDA stream `s`, or null. (Not through t_batch: a thread
-  // may still point at the batch of a stream destroyed since.)
-  StreamBatch* batch_of(cudaStream_t s) {
+  // The batch of CUDA stream `s`, or null; held, so that a stream destroyed
+  // meanwhile on another thread leaves it alive until the caller's flush is
+  // done. (Not through t_batch: a thread may still point at the batch of a
+  // stream destroyed since.)
+  std::shared_ptr<StreamBatch> batch_of(cudaStream_t s) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto b = batches_.find(s);
     return b != batches_.end() ? b->second : nullptr;
@@ -868,7 +870,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
   std::unordered_map<int, Completer*> completers_;
   std::mutex mutex_;
   std::unordered_map<int, cudaStream_t> streams_;
-  std::unordered_map<cudaStream_t, StreamBatch*> batches_;
+  std::unordered_map<cudaStream_t, std::shared_ptr<StreamBatch>> batches_;
   std::set<std::string> warned_;
 };
 
@@ -929,7 +931,7 @@ bool record_launch(const void* function, dim3 grid, dim3 block, unsigned shared_
 
 void flush_launches(cudaStream_t stream) {
   if (g_open_batches.load(std::memory_order_acquire) == 0 || g_backend == nullptr) return;
-  if (StreamBatch* b = g_backend->batch_of(stream)) b->flush();
+  if (std::shared_ptr<StreamBatch> b = g_backend->batch_of(stream)) b->flush();
 }
 
 const void* device_data(const array& a, cudaStream_t stream) {

@@ -407,13 +407,17 @@ bool lt_gemm(const Types& t, Dtype d, bool ta, bool tb, int m, int n, int k, con
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     cudaStreamIsCapturing(s, &capturing);
     const long long macs = static_cast<long long>(m) * n * k * batch;
-    if (plan.candidates.size() > 1 && macs >= kTuneMacs &&
-        capturing == cudaStreamCaptureStatusNone && env_flag("LOOM_CUDA_GEMM_TUNE", true)) {
+    const bool tune =
+        plan.candidates.size() > 1 && macs >= kTuneMacs && env_flag("LOOM_CUDA_GEMM_TUNE", true);
+    if (tune && capturing == cudaStreamCaptureStatusNone) {
       chosen = fastest(plan, h, &alpha, &beta, a, b, c, s);
+      plan.chosen.store(chosen);
     } else {
       chosen = 0;
+      // Under stream capture nothing can be timed: this GEMM takes the
+      // heuristic's first, and the first uncaptured one times them.
+      if (!tune) plan.chosen.store(chosen);
     }
-    plan.chosen.store(chosen);
   }
   const auto& cand = plan.candidates[chosen];
   auto& pool = device_pool(current_device());
