@@ -68,6 +68,7 @@ class PretendDriver final : public GraphDriver {
   }
   bool launch_graph(void* exec) override {
     ++graph_launches;
+    if (fail_graph_launch) return false;
     auto* g = static_cast<Graph*>(exec);
     EXPECT_FALSE(g->destroyed);
     for (size_t i = 0; i < g->records.size(); ++i) run(g->records[i], g->first_args[i]);
@@ -87,7 +88,7 @@ class PretendDriver final : public GraphDriver {
   std::vector<std::string> executed;
   int launches = 0, instantiations = 0, updates = 0, whole_updates = 0, graph_launches = 0,
       destroys = 0;
-  bool fail_launches = false, fail_instantiate = false;
+  bool fail_launches = false, fail_instantiate = false, fail_graph_launch = false;
 };
 
 // A kernel (long long value, int count): 8 + 4 bytes at offsets 0 and 8.
@@ -302,3 +303,124 @@ TEST(CudaLaunchBatch, RecordReportsAFullBatch) {
 }
 
 } // namespace
+
+TEST(CudaLaunchBatch, AFailedGraphIsNotTriedAgain) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  PretendDriver d;
+  LaunchBatch b(d, options());
+  std::vector<std::shared_ptr<const void>> released;
+  d.fail_instantiate = true;
+  std::vector<std::pair<int, long long>> want;
+  for (int rep = 0; rep < 6; ++rep) {
+    for (int i = 0; i < 5; ++i) {
+      record(b, 4, rep * 10 + i);
+      want.push_back({4, rep * 10 + i});
+    }
+    b.flush(released);
+  }
+  // Seen once (direct), then one failed instantiation; never again.
+  EXPECT_EQ(d.instantiations, 1);
+  EXPECT_EQ(b.stats().failures, 1u);
+  EXPECT_EQ(b.stats().given_up, 4u);
+  EXPECT_EQ(d.executed, expected(want));
+#endif
+}
+
+TEST(CudaLaunchBatch, AGraphWhoseReplayFailsIsDroppedAndItsRunGoesDirect) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  PretendDriver d;
+  LaunchBatch b(d, options());
+  std::vector<std::shared_ptr<const void>> released;
+  std::vector<std::pair<int, long long>> want;
+  auto run = [&](long long base) {
+    for (int i = 0; i < 4; ++i) {
+      record(b, 6, base + i);
+      want.push_back({6, base + i});
+    }
+    b.flush(released);
+  };
+  run(0);
+  run(10); // graph built and launched
+  ASSERT_EQ(d.instantiations, 1);
+  d.fail_graph_launch = true;
+  run(20); // replay fails: dropped, launched one by one
+  EXPECT_TRUE(d.graphs[0]->destroyed);
+  EXPECT_EQ(b.stats().failures, 1u);
+  d.fail_graph_launch = false;
+  run(30);
+  run(40);
+  EXPECT_EQ(d.instantiations, 1); // not rebuilt
+  EXPECT_EQ(d.executed, expected(want));
+#endif
+}
+
+TEST(CudaLaunchBatch, TheLeastRecentlyReplayedGraphIsEvicted) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  PretendDriver d;
+  LaunchBatch::Options o = options();
+  o.max_graphs = 2;
+  LaunchBatch b(d, o);
+  std::vector<std::shared_ptr<const void>> released;
+  auto run = [&](uintptr_t f) {
+    for (int i = 0; i < 4; ++i) record(b, f, i);
+    b.flush(released);
+  };
+  for (uintptr_t f : {21, 22}) {
+    run(f);
+    run(f); // built
+  }
+  run(21); // replayed: now the most recent
+  run(23);
+  run(23); // built: evicts 22's graph, not 21's
+  ASSERT_EQ(d.instantiations, 3);
+  EXPECT_FALSE(d.graphs[0]->destroyed);
+  EXPECT_TRUE(d.graphs[1]->destroyed);
+  const int launches = d.graph_launches;
+  run(21);
+  EXPECT_EQ(d.graph_launches, launches + 1); // still cached
+  EXPECT_EQ(d.instantiations, 3);
+#endif
+}
+
+TEST(CudaLaunchBatch, NoGraphsWhenTheCacheHoldsNone) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  PretendDriver d;
+  LaunchBatch::Options o = options();
+  o.max_graphs = 0;
+  LaunchBatch b(d, o);
+  std::vector<std::shared_ptr<const void>> released;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int i = 0; i < 4; ++i) record(b, 8, i);
+    b.flush(released);
+  }
+  EXPECT_EQ(d.instantiations, 0);
+  EXPECT_EQ(d.launches, 12);
+#endif
+}
+
+TEST(CudaLaunchBatch, HeldOwnersAreAppendedToWhatTheCallerHolds) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  PretendDriver d;
+  LaunchBatch b(d, options());
+  std::vector<std::shared_ptr<const void>> released{std::make_shared<int>(1)};
+  auto held = std::make_shared<int>(2);
+  record(b, 1, 1);
+  b.keep_alive(held);
+  b.flush(released);
+  ASSERT_EQ(released.size(), 2u);
+  EXPECT_EQ(released[1], held);
+  b.keep_alive(std::make_shared<int>(3));
+  b.flush(released); // nothing recorded: the owner is handed back all the same
+  EXPECT_EQ(released.size(), 3u);
+#endif
+}

@@ -83,6 +83,7 @@ class DevicePool final : public allocator::Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     active_ += bytes;
     peak_ = std::max(peak_, active_);
+    if (slack_ > 0) shrink_slack_locked(); // the block may sit in the slack
     return allocator::Buffer{p, bytes};
   }
 
@@ -99,6 +100,7 @@ class DevicePool final : public allocator::Allocator {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       active_ -= b.size;
+      if (active_ == 0) slack_ = 0; // no chunk is partly held any more
       if (keep_small(b, s)) return;
       active = active_;
       limit = cache_limit_;
@@ -124,10 +126,13 @@ class DevicePool final : public allocator::Allocator {
     allocator::MemoryStats st;
     st.active = active_;
     st.peak = peak_;
-    uint64_t reserved = 0;
     CudaScope scope;
-    if (scope.open()) cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
-    st.cache = reserved > active_ ? static_cast<size_t>(reserved) - active_ : 0;
+    size_t held = 0; // reserved, not active
+    if (scope.open()) {
+      held = held_locked();
+      slack_ = std::min(slack_, held);
+    }
+    st.cache = held - std::min(slack_, held);
     return st;
   }
   void reset_peak() override {
@@ -152,6 +157,8 @@ class DevicePool final : public allocator::Allocator {
     if (limit < total_) {
       cudaStreamSynchronize(cudaStreamLegacy);
       cudaMemPoolTrimTo(pool_, limit);
+      std::lock_guard<std::mutex> lock(mutex_);
+      shrink_slack_locked();
     }
     return old;
   }
@@ -166,6 +173,11 @@ class DevicePool final : public allocator::Allocator {
     flush_small();
     cudaStreamSynchronize(cudaStreamLegacy);
     cudaMemPoolTrimTo(pool_, 0);
+    // What the trim could not give back lies in chunks that live arrays
+    // still hold part of: not cache (no call can release it), so the cache
+    // reads 0 now, as after MLX's clear_cache.
+    std::lock_guard<std::mutex> lock(mutex_);
+    slack_ = held_locked();
   }
   std::string name() const override { return "gpu"; }
   Device device() const override { return Device(Device::gpu, index_); }
@@ -197,6 +209,17 @@ class DevicePool final : public allocator::Allocator {
   // for the work of every stream).
   static constexpr size_t kSmallMax = size_t(64) << 10;
   static constexpr size_t kSmallKeep = size_t(64) << 20;
+
+  // Under mutex_: bytes the pool reserves beyond the active ones (freed
+  // blocks, kept small blocks, and the unused rest of partly held chunks).
+  size_t held_locked() const {
+    uint64_t reserved = 0;
+    cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    return reserved > active_ ? static_cast<size_t>(reserved) - active_ : 0;
+  }
+
+  // Under mutex_: allocations placed in the slack, or a trim, leave less of it.
+  void shrink_slack_locked() { slack_ = std::min(slack_, held_locked()); }
 
   // Under mutex_.
   void* take_small(size_t bytes, cudaStream_t s) {
@@ -323,6 +346,12 @@ class DevicePool final : public allocator::Allocator {
   std::unordered_map<size_t, std::vector<void*>> small_;
   size_t small_bytes_ = 0;
   cudaStream_t small_stream_ = nullptr;
+  // Reserved bytes that clear_cache() could not release (the free rest of
+  // 32 MiB pool chunks that live arrays hold part of), measured by it and
+  // lowered as allocations fill them: the cache reported leaves them out.
+  // (Once such a chunk is wholly freed its bytes are releasable again but stay
+  // uncounted until the next clear_cache, or until no array is active.)
+  mutable size_t slack_ = 0;
 };
 
 } // namespace

@@ -326,28 +326,29 @@ class CudaGraphDriver final : public GraphDriver {
 
   bool launch(const LaunchRecord& r, void** args) override {
     const GraphApi& a = graph_api();
-    return a.launch(static_cast<CUfunction>(const_cast<void*>(r.function)), r.grid[0], r.grid[1],
-                    r.grid[2], r.block[0], r.block[1], r.block[2], r.shared_bytes, stream_, args,
-                    nullptr) == CUDA_SUCCESS;
+    return ok(a.launch(static_cast<CUfunction>(const_cast<void*>(r.function)), r.grid[0], r.grid[1],
+                       r.grid[2], r.block[0], r.block[1], r.block[2], r.shared_bytes, stream_, args,
+                       nullptr));
   }
 
   void* instantiate(const std::vector<LaunchRecord>& records, const std::vector<void**>& args,
                     std::vector<void*>& nodes) override {
-    auto* g = new Graph;
-    g->graph = build(records, args, &nodes);
-    if (g->graph == nullptr || graph_api().instantiate(&g->exec, g->graph, 0) != CUDA_SUCCESS) {
+    auto g = std::make_unique<Graph>();
+    g->graph = build(records, args, &nodes, last_);
+    if (g->graph == nullptr || !ok(graph_api().instantiate(&g->exec, g->graph, 0))) {
       g->exec = nullptr;
-      destroy(g);
+      nodes.clear();
+      destroy(g.release());
       return nullptr;
     }
-    return g;
+    return g.release();
   }
 
   bool update(void* exec, void* node, const LaunchRecord& r, void** args) override {
     profile::Timer timer(profile::kGraphUpdate);
     CUDA_KERNEL_NODE_PARAMS_v2 p = params(r, args);
-    return graph_api().set_params(static_cast<Graph*>(exec)->exec, static_cast<CUgraphNode>(node),
-                                  &p) == CUDA_SUCCESS;
+    return ok(graph_api().set_params(static_cast<Graph*>(exec)->exec,
+                                     static_cast<CUgraphNode>(node), &p));
   }
 
   bool update_all(void* exec, const std::vector<LaunchRecord>& records,
@@ -355,18 +356,20 @@ class CudaGraphDriver final : public GraphDriver {
     const GraphApi& a = graph_api();
     if (a.exec_update == nullptr) return false;
     profile::Timer timer(profile::kGraphUpdate);
-    CUgraph fresh = build(records, args, nullptr);
+    CUgraph fresh = build(records, args, nullptr, last_);
     if (fresh == nullptr) return false;
     CUgraphExecUpdateResultInfo info{};
-    bool ok = a.exec_update(static_cast<Graph*>(exec)->exec, fresh, &info) == CUDA_SUCCESS;
+    bool updated = ok(a.exec_update(static_cast<Graph*>(exec)->exec, fresh, &info));
     a.graph_destroy(fresh);
-    return ok;
+    return updated;
   }
 
   bool launch_graph(void* exec) override {
     profile::Timer timer(profile::kGraphLaunch);
-    return graph_api().graph_launch(static_cast<Graph*>(exec)->exec, stream_) == CUDA_SUCCESS;
+    return ok(graph_api().graph_launch(static_cast<Graph*>(exec)->exec, stream_));
   }
+
+  int last_error() const override { return static_cast<int>(last_); }
 
   void destroy(void* exec) override {
     auto* g = static_cast<Graph*>(exec);
@@ -385,19 +388,31 @@ class CudaGraphDriver final : public GraphDriver {
     CUgraphExec exec = nullptr;
   };
 
-  // A graph of the launches, each node after the previous; null on failure.
+  // Records a failed call's code for the warning.
+  bool ok(CUresult r) {
+    if (r != CUDA_SUCCESS) last_ = r;
+    return r == CUDA_SUCCESS;
+  }
+
+  // A graph of the launches, each node after the previous; null on failure
+  // (its code in `error`).
   static CUgraph build(const std::vector<LaunchRecord>& records, const std::vector<void**>& args,
-                       std::vector<void*>* nodes) {
+                       std::vector<void*>* nodes, CUresult& error) {
     const GraphApi& a = graph_api();
     CUgraph graph = nullptr;
-    if (a.graph_create(&graph, 0) != CUDA_SUCCESS) return nullptr;
+    if (CUresult r = a.graph_create(&graph, 0); r != CUDA_SUCCESS) {
+      error = r;
+      return nullptr;
+    }
     if (nodes != nullptr) nodes->clear();
     CUgraphNode prev = nullptr;
     for (size_t i = 0; i < records.size(); ++i) {
       CUDA_KERNEL_NODE_PARAMS_v2 p = params(records[i], args[i]);
       CUgraphNode node = nullptr;
-      if (a.add_kernel_node(&node, graph, prev != nullptr ? &prev : nullptr,
-                            prev != nullptr ? 1 : 0, &p) != CUDA_SUCCESS) {
+      if (CUresult r = a.add_kernel_node(&node, graph, prev != nullptr ? &prev : nullptr,
+                                         prev != nullptr ? 1 : 0, &p);
+          r != CUDA_SUCCESS) {
+        error = r;
         a.graph_destroy(graph);
         return nullptr;
       }
@@ -422,6 +437,7 @@ class CudaGraphDriver final : public GraphDriver {
   }
 
   CUstream stream_;
+  CUresult last_ = CUDA_SUCCESS;
 };
 
 LaunchBatch::Options batch_options() {
@@ -491,8 +507,12 @@ struct StreamBatch {
       const bool failed = after.failures != before.failures;
       reported = after;
       if (failed) {
-        std::cerr << "[loom] warning: a batch of kernel launches failed on the GPU ("
-                  << cudaGetErrorString(cudaGetLastError()) << ")\n";
+        // The driver's code (CUresult) of the call that failed; its
+        // launches went out one by one (or failed too, reported by the
+        // runtime's error).
+        std::cerr << "[loom] warning: a batch of kernel launches failed on the GPU (driver "
+                  << "error " << batch.driver_error()
+                  << ", runtime: " << cudaGetErrorString(cudaGetLastError()) << ")\n";
       }
       if (dev != device) cudaSetDevice(dev);
     }
@@ -623,7 +643,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     CudaScope scope;
     if (!scope.open()) return false;
     cudaStream_t s = nullptr;
-    StreamBatch* batch = nullptr;
+    std::shared_ptr<StreamBatch> batch; // held: the stream may be destroyed meanwhile
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = streams_.find(stream.index);
@@ -648,7 +668,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     check(cudaStreamCreate(&s), "cudaStreamCreate");
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[stream.index] = s;
-    batches_[s] = new StreamBatch(s, stream.device.index);
+    batches_[s] = std::make_shared<StreamBatch>(s, stream.device.index);
     completers_[stream.index] = new Completer();
     update_sole_stream();
   }
@@ -656,7 +676,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
   void stream_destroyed(const Stream& stream) override {
     cudaStream_t s = nullptr;
     Completer* completer = nullptr;
-    StreamBatch* batch = nullptr;
+    std::shared_ptr<StreamBatch> batch;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = streams_.find(stream.index);
@@ -677,7 +697,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
     }
     if (batch != nullptr) {
       batch->flush(); // the worker has drained: nothing records into it any more
-      delete batch;   // its graphs go with it
+      batch.reset();  // its graphs go with it (or with a flusher that still holds it)
     }
     if (completer != nullptr) Completer::retire(completer);
     CudaScope scope;
@@ -736,14 +756,16 @@ class CudaBackend final : public scheduler::DeviceBackend {
     auto c = completers_.find(stream.index);
     t_completer = c != completers_.end() ? c->second : nullptr;
     auto b = batches_.find(t_stream);
-    t_batch = b != batches_.end() ? b->second : nullptr;
+    t_batch = b != batches_.end() ? b->second.get() : nullptr;
     return t_stream;
   }
 
  public:
-  // The batch of CUDA stream `s`, or null. (Not through t_batch: a thread
-  // may still point at the batch of a stream destroyed since.)
-  StreamBatch* batch_of(cudaStream_t s) {
+  // The batch of CUDA stream `s`, or null; held, so that a stream destroyed
+  // meanwhile on another thread leaves it alive until the caller's flush is
+  // done. (Not through t_batch: a thread may still point at the batch of a
+  // stream destroyed since.)
+  std::shared_ptr<StreamBatch> batch_of(cudaStream_t s) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto b = batches_.find(s);
     return b != batches_.end() ? b->second : nullptr;
@@ -848,7 +870,7 @@ class CudaBackend final : public scheduler::DeviceBackend {
   std::unordered_map<int, Completer*> completers_;
   std::mutex mutex_;
   std::unordered_map<int, cudaStream_t> streams_;
-  std::unordered_map<cudaStream_t, StreamBatch*> batches_;
+  std::unordered_map<cudaStream_t, std::shared_ptr<StreamBatch>> batches_;
   std::set<std::string> warned_;
 };
 
@@ -909,7 +931,7 @@ bool record_launch(const void* function, dim3 grid, dim3 block, unsigned shared_
 
 void flush_launches(cudaStream_t stream) {
   if (g_open_batches.load(std::memory_order_acquire) == 0 || g_backend == nullptr) return;
-  if (StreamBatch* b = g_backend->batch_of(stream)) b->flush();
+  if (std::shared_ptr<StreamBatch> b = g_backend->batch_of(stream)) b->flush();
 }
 
 const void* device_data(const array& a, cudaStream_t stream) {

@@ -91,7 +91,7 @@ std::string rounded(Dtype d, const std::string& e) {
 
 const char* kFusedPrelude = R"(
 __device__ __forceinline__ float loom_rt_f16(float v) { loom_half h; loom_st(&h, v); return loom_ld(h); }
-__device__ __forceinline__ float loom_rt_bf16(float v) { loom_bf16 h; loom_st(&h, v); return loom_ld(h); }
+__device__ __forceinline__ float loom_rt_bf16(float v) { return loom_round_bf16(v); }
 struct loom_fused_layout {
   int ndim;
   long long shape[8];

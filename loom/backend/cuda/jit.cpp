@@ -261,8 +261,55 @@ void launch_elementwise(cudaKernel_t kernel, size_t n, void** args, cudaStream_t
                 "cudaLaunchKernel");
 }
 
+namespace {
+
+// float -> bfloat16, round to nearest even; a NaN keeps its sign and top
+// payload bits, made quiet (the CPU's rule). The integer form is the
+// reference; sm_80+ rounds with the packed conversion (F2FP, one
+// instruction against ~6 integer ones: a bfloat16 kernel that rounds every
+// intermediate, as a fused AdamW step does, is bound by this arithmetic),
+// the same bits for every non-NaN input, the NaN rule applied by a select.
+// LOOM_CUDA_BF16_ROUND=int keeps the integer form everywhere (to compare).
+const char* kBf16Store = R"(
+__device__ __forceinline__ unsigned loom_bf16_bits(float v) {
+  unsigned u = __float_as_uint(v);
+#if __CUDA_ARCH__ >= 800 && !defined(LOOM_BF16_INT_ROUND)
+  unsigned d; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(0.0f), "f"(v));
+  return v != v ? (u >> 16) | 0x40u : d;
+#else
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+  u += 0x7fffu + ((u >> 16) & 1u); // round to nearest even
+  return u >> 16;
+#endif
+}
+// v rounded to bfloat16 and back (as a store and a load would).
+__device__ __forceinline__ float loom_round_bf16(float v) {
+#if __CUDA_ARCH__ >= 800 && !defined(LOOM_BF16_INT_ROUND)
+  unsigned u = __float_as_uint(v);
+  unsigned d; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(v), "f"(0.0f));
+  return __uint_as_float(v != v ? (u | 0x400000u) & 0xffff0000u : d);
+#else
+  return __uint_as_float(loom_bf16_bits(v) << 16);
+#endif
+}
+__device__ __forceinline__ void loom_st(loom_bf16* p, float v) {
+  p->bits = (unsigned short)loom_bf16_bits(v);
+}
+)";
+
+std::string make_prelude(const char* body) {
+  std::string s = body;
+  const char* v = std::getenv("LOOM_CUDA_BF16_ROUND");
+  std::string store = kBf16Store;
+  if (v != nullptr && std::string(v) == "int") store = "\n#define LOOM_BF16_INT_ROUND 1" + store;
+  s.replace(s.find("LOOM_BF16_STORE"), 15, store);
+  return s;
+}
+
+} // namespace
+
 const char* jit_prelude() {
-  return R"(
+  static const std::string prelude = make_prelude(R"(
 struct loom_half { unsigned short bits; };
 struct loom_bf16 { unsigned short bits; };
 __device__ __forceinline__ float loom_ld(loom_half h) {
@@ -276,13 +323,7 @@ template <typename T> struct alignas(4 * sizeof(T)) loom_vec4 { T v[4]; };
 __device__ __forceinline__ void loom_st(loom_half* p, float v) {
   unsigned short b; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(v)); p->bits = b;
 }
-__device__ __forceinline__ void loom_st(loom_bf16* p, float v) {
-  unsigned u = __float_as_uint(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) { p->bits = (unsigned short)((u >> 16) | 0x40u); return; }
-  u += 0x7fffu + ((u >> 16) & 1u); // round to nearest even
-  p->bits = (unsigned short)(u >> 16);
-}
-template <typename T, typename V> __device__ __forceinline__ void loom_st(T* p, V v) { *p = (T)v; }
+LOOM_BF16_STOREtemplate <typename T, typename V> __device__ __forceinline__ void loom_st(T* p, V v) { *p = (T)v; }
 template <typename T> __device__ __forceinline__ bool loom_isnan(T x) { return x != x; }
 template <typename T> __device__ __forceinline__ bool loom_isinf(T x) {
   return x == (T)__int_as_float(0x7f800000) || x == -(T)__int_as_float(0x7f800000);
@@ -301,7 +342,8 @@ __device__ __forceinline__ long long loom_offset(long long i, const loom_layout&
   }
   return off;
 }
-)";
+)");
+  return prelude.c_str();
 }
 
 } // namespace loom::cuda

@@ -94,40 +94,50 @@ LaunchBatch::CachedGraph* LaunchBatch::find(uint64_t key) {
   for (size_t i = 0; i < signature_.size(); ++i) {
     if (!(g.signature[i] == signature_[i])) return nullptr;
   }
+  // Most recently used last: a sequence replayed every step stays cached
+  // while one-off ones come and go.
+  graphs_.splice(graphs_.end(), graphs_, it->second);
   return &g;
 }
 
+void LaunchBatch::erase(uint64_t key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  driver_.destroy(it->second->exec);
+  graphs_.erase(it->second);
+  index_.erase(it);
+}
+
 void LaunchBatch::insert(uint64_t key, CachedGraph graph) {
-  auto old = index_.find(key);
-  if (old != index_.end()) { // a different sequence with the same hash: replaced
-    driver_.destroy(old->second->exec);
-    graphs_.erase(old->second);
-    index_.erase(old);
-  }
-  if (graphs_.size() >= options_.max_graphs) {
-    CachedGraph& oldest = graphs_.front();
-    for (auto it = index_.begin(); it != index_.end(); ++it) {
-      if (&*it->second == &oldest) {
-        index_.erase(it);
-        break;
-      }
-    }
-    driver_.destroy(oldest.exec);
-    graphs_.pop_front();
-  }
+  erase(key); // a different sequence with the same hash: replaced
+  while (!graphs_.empty() && graphs_.size() >= options_.max_graphs) erase(graphs_.front().key);
+  graph.key = key;
   graphs_.push_back(std::move(graph));
   index_[key] = std::prev(graphs_.end());
 }
 
+void LaunchBatch::remember_failure(uint64_t key) {
+  if (failed_.size() >= options_.max_sightings) failed_.clear();
+  failed_[key] = 1;
+}
+
+void LaunchBatch::release_to(std::vector<std::shared_ptr<const void>>& released) {
+  if (released.empty()) {
+    released.swap(keep_);
+  } else {
+    for (auto& k : keep_) released.push_back(std::move(k));
+  }
+  keep_.clear();
+}
+
 void LaunchBatch::flush(std::vector<std::shared_ptr<const void>>& released) {
   if (records_.empty()) {
-    released.swap(keep_);
-    keep_.clear();
+    release_to(released);
     return;
   }
   std::vector<void**> args = build_args();
   const size_t n = records_.size();
-  if (n < options_.min_graph) {
+  if (n < options_.min_graph || options_.max_graphs == 0) {
     launch_directly(args);
   } else if (CachedGraph* g = find(key_)) {
     // Replay: only the nodes whose argument bytes changed are updated.
@@ -158,14 +168,16 @@ void LaunchBatch::flush(std::vector<std::shared_ptr<const void>>& released) {
       for (size_t i = 0; i < n; ++i) g->last_begin[i] = records_[i].params_begin;
     } else {
       // The graph's arguments are now partly updated: it is dropped, and
-      // this run goes out launch by launch.
+      // this run (and every later one of this sequence) goes out launch by
+      // launch.
       ++stats_.failures;
-      auto it = index_.find(key_);
-      driver_.destroy(g->exec);
-      graphs_.erase(it->second);
-      index_.erase(it);
+      erase(key_);
+      remember_failure(key_);
       launch_directly(args);
     }
+  } else if (failed_.count(key_) != 0) {
+    ++stats_.given_up;
+    launch_directly(args);
   } else if (sightings_.count(key_) == 0) {
     // Seen once: a one-off sequence is not worth a graph's instantiation.
     if (sightings_.size() >= options_.max_sightings) sightings_.clear();
@@ -187,14 +199,14 @@ void LaunchBatch::flush(std::vector<std::shared_ptr<const void>>& released) {
     } else {
       ++stats_.failures;
       if (g.exec != nullptr) driver_.destroy(g.exec);
+      remember_failure(key_);
       launch_directly(args);
     }
   }
   records_.clear();
   signature_.clear();
   params_.clear();
-  released.swap(keep_);
-  keep_.clear();
+  release_to(released);
 }
 
 void LaunchBatch::discard() {

@@ -63,6 +63,8 @@ class GraphDriver {
   }
   virtual bool launch_graph(void* exec) = 0;
   virtual void destroy(void* exec) = 0;
+  // The error code of the last call that failed (0: none), for the warning.
+  virtual int last_error() const { return 0; }
 };
 
 struct LaunchBatchStats {
@@ -74,6 +76,7 @@ struct LaunchBatchStats {
   size_t node_updates = 0;   // nodes whose arguments were updated before a replay
   size_t whole_updates = 0;  // replays whose graph was updated at once (update_all)
   size_t failures = 0;       // driver calls that failed (the launches then went direct)
+  size_t given_up = 0;       // flushes sent direct because their graph failed to build before
 };
 
 // Not thread-safe: the backend holds its stream's lock around every call.
@@ -82,7 +85,7 @@ class LaunchBatch {
   struct Options {
     size_t max_pending = 64;     // a record reaching this flushes (the device starts meanwhile)
     size_t min_graph = 4;        // shorter runs launch directly
-    size_t max_graphs = 32;      // cached graphs (the oldest goes first)
+    size_t max_graphs = 32;      // cached graphs (the least recently replayed goes first; 0: none)
     size_t max_sightings = 4096; // remembered signatures seen once
     // Replays with at least this many changed nodes update the graph at once
     // (update_all) rather than node by node; 0 never does.
@@ -104,14 +107,17 @@ class LaunchBatch {
   void keep_alive(std::shared_ptr<const void> owner);
   size_t pending() const { return records_.size(); }
 
-  // Enqueues the recorded launches in order. The held owners are moved to
-  // `released`: the caller drops them after unlocking (their frees are then
-  // ordered after the launches).
+  // Enqueues the recorded launches in order. The held owners are appended
+  // to `released`: the caller drops them after unlocking (their frees are
+  // then ordered after the launches). A graph that fails to instantiate or
+  // launch is not tried again for that sequence (it goes out launch by
+  // launch from then on).
   void flush(std::vector<std::shared_ptr<const void>>& released);
   // Drops the recorded launches without running them (the process is exiting).
   void discard();
 
   const LaunchBatchStats& stats() const { return stats_; }
+  int driver_error() const { return driver_.last_error(); }
 
  private:
   struct Signature {
@@ -123,6 +129,7 @@ class LaunchBatch {
     bool operator==(const Signature& o) const;
   };
   struct CachedGraph {
+    uint64_t key = 0;
     std::vector<Signature> signature;
     void* exec = nullptr;
     std::vector<void*> nodes;
@@ -134,6 +141,9 @@ class LaunchBatch {
   std::vector<void**> build_args();
   CachedGraph* find(uint64_t key);
   void insert(uint64_t key, CachedGraph graph);
+  void erase(uint64_t key);
+  void release_to(std::vector<std::shared_ptr<const void>>& released);
+  void remember_failure(uint64_t key);
 
   GraphDriver& driver_;
   Options options_;
@@ -145,8 +155,9 @@ class LaunchBatch {
   std::vector<size_t> changed_;               // nodes to update, reused
   std::vector<std::shared_ptr<const void>> keep_;
   std::unordered_map<uint64_t, std::list<CachedGraph>::iterator> index_;
-  std::list<CachedGraph> graphs_; // oldest first
+  std::list<CachedGraph> graphs_; // least recently replayed first
   std::unordered_map<uint64_t, uint32_t> sightings_;
+  std::unordered_map<uint64_t, uint32_t> failed_; // sequences whose graph failed (bounded)
   LaunchBatchStats stats_;
 };
 
