@@ -188,11 +188,12 @@ TEST(CudaCodegen, TensorCoreAttentionBuildsForEachMaskAndHeadSize) {
     Dtype d;
     int D, mask;
     bool sinks;
+    int warps;
   };
-  for (Case c : {Case{bfloat16, 128, 0, false}, Case{float16, 64, 1, true},
-                 Case{bfloat16, 64, 2, false}, Case{float16, 128, 2, true}}) {
-    std::string src =
-        cuda::attention_mma_kernel_source("loom_attention_mma_test", c.d, c.D, c.mask, c.sinks);
+  for (Case c : {Case{bfloat16, 128, 0, false, 8}, Case{float16, 64, 1, true, 8},
+                 Case{bfloat16, 64, 2, false, 4}, Case{float16, 128, 2, true, 4}}) {
+    std::string src = cuda::attention_mma_kernel_source("loom_attention_mma_test", c.d, c.D, c.mask,
+                                                        c.sinks, c.warps);
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
 }

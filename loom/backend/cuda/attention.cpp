@@ -175,11 +175,11 @@ struct loom_attn_params {
 // and base 2 (the scale folded with log2(e)); masked entries score the lowest
 // finite value as in the SIMT kernel.
 std::string attention_mma_kernel_source(const std::string& name, Dtype d, int D, int mask,
-                                        bool sinks) {
+                                        bool sinks, int warps) {
   const std::string st = storage_type(d);
   const std::string mt = d == bfloat16 ? "bf16" : "f16";
   std::string src = jit_prelude();
-  src += "#define LOOM_D " + std::to_string(D) + "\n";
+  src += "#define LOOM_D " + std::to_string(D) + "\n#define LOOM_W " + std::to_string(warps) + "\n";
   src += R"(
 struct loom_attn_params {
   const void* q; const void* k; const void* v; void* out; const void* mask; const void* sinks;
@@ -188,8 +188,12 @@ struct loom_attn_params {
   float scale;
   int causal;
 };
-#define LOOM_BM 64
+#define LOOM_NT (32 * LOOM_W)
+#define LOOM_BM (16 * LOOM_W)
 #define LOOM_BN 64
+// With eight warps the q tile (128 rows) fills the K and V buffers: it is
+// read into registers before the first K tile lands there.
+#define LOOM_QALIAS (LOOM_BM == 2 * LOOM_BN)
 #define LOOM_CH (LOOM_D / 8)
 __device__ __forceinline__ unsigned loom_smem(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
@@ -203,6 +207,11 @@ __device__ __forceinline__ void loom_cp16(unsigned dst, const void* src, bool pr
 __device__ __forceinline__ void loom_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void loom_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ float loom_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 __device__ __forceinline__ void loom_ldm(unsigned* r, unsigned a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -224,12 +233,14 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
       "__device__ __forceinline__ unsigned loom_pack(float lo, float hi) {\n  unsigned r;\n"
       "  asm(\"cvt.rn." +
       mt + "x2.f32 %0, %1, %2;\\n\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n  return r;\n}\n";
-  src += "extern \"C\" __global__ void __launch_bounds__(128) " + name +
+  src += "extern \"C\" __global__ void __launch_bounds__(LOOM_NT) " + name +
          "(loom_attn_params p) {\n  typedef " + st + " T;\n";
   src += R"(
-  __shared__ __align__(128) unsigned short sq[LOOM_BM * LOOM_D];
-  __shared__ __align__(128) unsigned short sk[LOOM_BN * LOOM_D];
-  __shared__ __align__(128) unsigned short sv[LOOM_BN * LOOM_D];
+  __shared__ __align__(128) unsigned short smem[(LOOM_QALIAS ? 0 : LOOM_BM * LOOM_D) +
+                                                2 * LOOM_BN * LOOM_D];
+  unsigned short* const sq = smem;
+  unsigned short* const sk = smem + (LOOM_QALIAS ? 0 : LOOM_BM * LOOM_D);
+  unsigned short* const sv = sk + LOOM_BN * LOOM_D;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y;
@@ -251,20 +262,32 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
   }
   const int ntiles = (int)((kend + LOOM_BN - 1) / LOOM_BN);
   // Stage q and the first K tile, then the first V tile.
-  for (int i = tid; i < LOOM_BM * LOOM_CH; i += 128) {
+  for (int i = tid; i < LOOM_BM * LOOM_CH; i += LOOM_NT) {
     const int r = i / LOOM_CH, c = i - r * LOOM_CH;
     const bool ok = first + r < p.Tq;
     loom_cp16(loom_smem(sq + loom_sw(r, c)), ok ? (const void*)(Qh + (first + r) * p.qs[2] + c * 8)
                                                 : (const void*)Qh, ok);
   }
-  for (int i = tid; i < LOOM_BN * LOOM_CH; i += 128) {
+  unsigned qf[LOOM_D / 16][4];
+#if LOOM_QALIAS
+  loom_commit();
+  loom_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int kb = 0; kb < LOOM_D / 16; ++kb) {
+    const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    loom_ldm(qf[kb], loom_smem(sq + loom_sw(r, kb * 2 + (lane >> 4))));
+  }
+  __syncthreads();
+#endif
+  for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
     const int r = i / LOOM_CH, c = i - r * LOOM_CH;
     const bool ok = r < p.Tk;
     loom_cp16(loom_smem(sk + loom_sw(r, c)), ok ? (const void*)(Kh + r * p.ks[2] + c * 8)
                                                 : (const void*)Kh, ok);
   }
   loom_commit();
-  for (int i = tid; i < LOOM_BN * LOOM_CH; i += 128) {
+  for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
     const int r = i / LOOM_CH, c = i - r * LOOM_CH;
     const bool ok = r < p.Tk;
     loom_cp16(loom_smem(sv + loom_sw(r, c)), ok ? (const void*)(Vh + r * p.vs[2] + c * 8)
@@ -274,7 +297,6 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
   float o[LOOM_CH][4];
 #pragma unroll
   for (int n = 0; n < LOOM_CH; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  unsigned qf[LOOM_D / 16][4];
   // Rows g and g + 8 of the warp's 16: running max (base 2) and partial sums.
 )";
   if (sinks) {
@@ -291,6 +313,7 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
     const bool more = jt + 1 < ntiles;
     loom_wait<1>();
     __syncthreads();
+#if !LOOM_QALIAS
     if (jt == 0) {
 #pragma unroll
       for (int kb = 0; kb < LOOM_D / 16; ++kb) {
@@ -298,6 +321,7 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
         loom_ldm(qf[kb], loom_smem(sq + loom_sw(r, kb * 2 + (lane >> 4))));
       }
     }
+#endif
     float s[LOOM_BN / 8][4];
 #pragma unroll
     for (int n = 0; n < LOOM_BN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -314,7 +338,7 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
     __syncthreads();
     if (more) {
       const long long jn = j0 + LOOM_BN;
-      for (int i = tid; i < LOOM_BN * LOOM_CH; i += 128) {
+      for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
         const int r = i / LOOM_CH, c = i - r * LOOM_CH;
         const bool ok = jn + r < p.Tk;
         loom_cp16(loom_smem(sk + loom_sw(r, c)),
@@ -364,8 +388,8 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float c0 = mx0 == m0 ? 1.0f : exp2f(m0 - mx0);
-    const float c1 = mx1 == m1 ? 1.0f : exp2f(m1 - mx1);
+    const float c0 = mx0 == m0 ? 1.0f : loom_ex2(m0 - mx0);
+    const float c1 = mx1 == m1 ? 1.0f : loom_ex2(m1 - mx1);
     m0 = mx0;
     m1 = mx1;
     l0 *= c0;
@@ -380,8 +404,8 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
     unsigned pf[LOOM_BN / 16][4];
 #pragma unroll
     for (int n = 0; n < LOOM_BN / 8; ++n) {
-      const float p0 = exp2f(s[n][0] - m0), p1 = exp2f(s[n][1] - m0);
-      const float p2 = exp2f(s[n][2] - m1), p3 = exp2f(s[n][3] - m1);
+      const float p0 = loom_ex2(s[n][0] - m0), p1 = loom_ex2(s[n][1] - m0);
+      const float p2 = loom_ex2(s[n][2] - m1), p3 = loom_ex2(s[n][3] - m1);
       l0 += p0 + p1;
       l1 += p2 + p3;
       pf[n >> 1][(n & 1) * 2] = loom_pack(p0, p1);
@@ -407,7 +431,7 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
     __syncthreads();
     if (more) {
       const long long jn = j0 + LOOM_BN;
-      for (int i = tid; i < LOOM_BN * LOOM_CH; i += 128) {
+      for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
         const int r = i / LOOM_CH, c = i - r * LOOM_CH;
         const bool ok = jn + r < p.Tk;
         loom_cp16(loom_smem(sv + loom_sw(r, c)),
@@ -421,15 +445,21 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
   const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-  T* O = (T*)p.out + bh * p.Tq * LOOM_D;
+  // The warp's 16 rows through shared memory (every tile's reads are done:
+  // the loop ends at a barrier), then out in whole 16-byte chunks.
+  const int r0 = warp * 16 + g;
 #pragma unroll
   for (int n = 0; n < LOOM_CH; ++n) {
-    const int c = n * 8 + 2 * t;
-    if (row0 < p.Tq) {
-      *(unsigned*)(O + row0 * LOOM_D + c) = loom_pack(o[n][0] * i0, o[n][1] * i0);
-    }
-    if (row1 < p.Tq) {
-      *(unsigned*)(O + row1 * LOOM_D + c) = loom_pack(o[n][2] * i1, o[n][3] * i1);
+    *(unsigned*)(smem + loom_sw(r0, n) + 2 * t) = loom_pack(o[n][0] * i0, o[n][1] * i0);
+    *(unsigned*)(smem + loom_sw(r0 + 8, n) + 2 * t) = loom_pack(o[n][2] * i1, o[n][3] * i1);
+  }
+  __syncwarp();
+  T* O = (T*)p.out + (bh * p.Tq + first + warp * 16) * LOOM_D;
+#pragma unroll
+  for (int i = lane; i < 16 * LOOM_CH; i += 32) {
+    const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+    if (first + warp * 16 + r < p.Tq) {
+      *(uint4*)(O + r * LOOM_D + c * 8) = *(const uint4*)(smem + loom_sw(warp * 16 + r, c));
     }
   }
 }
@@ -442,6 +472,16 @@ namespace {
 // The tensor-core kernel's conditions: half types, D == Dv in {64, 128}, unit
 // inner strides and rows of whole 16-byte chunks (cp.async), LOOM_CUDA_ATTN_SIMT
 // unset.
+// Warps per block of the tensor-core kernel (16 query rows each): 4 or 8
+// (LOOM_CUDA_ATTN_WARPS; 8 by default).
+int mma_warps() {
+  static const int w = [] {
+    const char* e = std::getenv("LOOM_CUDA_ATTN_WARPS");
+    return e != nullptr && std::string(e) == "4" ? 4 : 8;
+  }();
+  return w;
+}
+
 bool mma_eligible(const array& q, const array& k, const array& v, Dtype d, int D, int Dv,
                   const AttnParams& p) {
   static const bool simt = [] {
@@ -507,15 +547,17 @@ bool attention_kernel(Primitive& prim, const std::vector<array>& inputs,
   p.out = o;
   const int mask_kind = mask == nullptr ? 0 : mask->dtype() == bool_ ? 1 : 2;
   if (mma_eligible(q, k, v, d, D, Dv, p)) {
+    const int warps = mma_warps();
     std::string name = "loom_attention_mma_" + std::to_string(static_cast<int>(d.val)) + "_" +
                        std::to_string(D) + "_" + std::to_string(mask_kind) +
-                       (has_sinks ? "_s" : "");
+                       (has_sinks ? "_s" : "") + "_w" + std::to_string(warps);
     cudaKernel_t kern = jit_kernel(
-        name, [&] { return attention_mma_kernel_source(name, d, D, mask_kind, has_sinks); });
+        name, [&] { return attention_mma_kernel_source(name, d, D, mask_kind, has_sinks, warps); });
     void* args[] = {&p};
-    dim3 grid(static_cast<unsigned>((p.Tq + 63) / 64),
+    const int rows = 16 * warps;
+    dim3 grid(static_cast<unsigned>((p.Tq + rows - 1) / rows),
               static_cast<unsigned>(q.shape(0) * q.shape(1)));
-    check(cudaLaunchKernel(reinterpret_cast<const void*>(kern), grid, dim3(128), args, 0, s),
+    check(cudaLaunchKernel(reinterpret_cast<const void*>(kern), grid, dim3(32 * warps), args, 0, s),
           "cudaLaunchKernel (scaled_dot_product_attention, tensor cores)");
     return true;
   }
