@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <typeinfo>
 
 #include "loom/ops/creation.h"
@@ -333,103 +332,20 @@ std::vector<array> ScaledDotProductAttention::composite(const std::vector<array>
   return {matmul(astype(scores, q.dtype(), s), v, s)};
 }
 
-// The gradients from the saved output o: with S = scale q k^T (masked) and
-// P its softmax, dv = P^T do, dS = P (do v^T - rowsum(do o)), dq = scale dS k,
-// dk = scale dS^T q (grouped heads summed), d sink = -sum(P_sink rowsum(do o)).
-// Scores and weights in float32, the products in the inputs' dtype.
-std::vector<array> ScaledDotProductAttention::vjp_with_ops(const std::vector<array>& primals,
-                                                           const array& dout,
-                                                           const std::vector<int>& argnums,
-                                                           const array& out) const {
-  Stream s = stream();
-  const array& q = primals[0];
-  array k = primals[1];
-  array v = primals[2];
-  const Dtype dt = q.dtype();
-  const int B = q.shape(0), Hq = q.shape(1), Hk = k.shape(1), Tq = q.shape(2), Tk = k.shape(2);
-  const int groups = Hq / Hk;
-  if (groups > 1) {
-    k = repeat(k, groups, 1, s);
-    v = repeat(v, groups, 1, s);
-  }
-  array scores =
-      multiply(astype(matmul(q, swapaxes(k, -1, -2, s), s), float32, s), array(scale_), s);
-  const float masked = std::numeric_limits<float>::lowest();
-  std::optional<array> keep;
-  size_t next = 3;
-  if (mask_mode_ == "causal") {
-    array rows = reshape(arange(0, Tq, 1, s), {Tq, 1}, s);
-    array cols = reshape(arange(0, Tk, 1, s), {1, Tk}, s);
-    keep = less_equal(cols, add(rows, array(Tk - Tq), s), s);
-  } else if (mask_mode_ == "array") {
-    const array& m = primals[next++];
-    if (m.dtype() == bool_) {
-      keep = m;
-    } else {
-      scores = add(scores, astype(m, float32, s), s);
-    }
-  }
-  if (keep) scores = where(*keep, scores, array(masked), s);
-  array p = scores;
-  std::optional<array> p_sink;
-  if (has_sinks_) {
-    Shape sh = scores.shape();
-    sh.back() = 1;
-    array col = broadcast_to(reshape(astype(primals[next], float32, s), {1, -1, 1, 1}, s), sh, s);
-    array all = softmax(concatenate({col, scores}, -1, s), std::vector<int>{-1}, false, s);
-    Shape start(4, 0), stop = all.shape(), step(4, 1);
-    start.back() = 1;
-    p = slice(all, start, stop, step, s);
-    stop.back() = 1;
-    p_sink = slice(all, Shape(4, 0), stop, step, s);
-  } else {
-    p = softmax(scores, std::vector<int>{-1}, false, s);
-  }
-  array rowdot = sum(multiply(astype(dout, float32, s), astype(out, float32, s), s),
-                     std::vector<int>{-1}, true, s);
-  array dp = astype(matmul(dout, swapaxes(v, -1, -2, s), s), float32, s);
-  array ds = multiply(p, subtract(dp, rowdot, s), s);
-  if (keep) ds = where(*keep, ds, array(0.0f), s);
-  array dsh = astype(multiply(ds, array(scale_), s), dt, s);
-  auto fold = [&](const array& g) { // (B, Hq, T, E) -> (B, Hk, T, E), groups summed
-    if (groups == 1) return g;
-    return sum(reshape(g, {B, Hk, groups, g.shape(2), g.shape(3)}, s), std::vector<int>{2}, false,
-               s);
-  };
-  const int mask_index = mask_mode_ == "array" ? 3 : -1;
-  std::vector<array> out_grads;
-  for (int i : argnums) {
-    if (i == 0) {
-      out_grads.push_back(matmul(dsh, k, s));
-    } else if (i == 1) {
-      out_grads.push_back(astype(fold(matmul(swapaxes(dsh, -1, -2, s), q, s)), dt, s));
-    } else if (i == 2) {
-      array pt = swapaxes(astype(p, dt, s), -1, -2, s);
-      out_grads.push_back(astype(fold(matmul(pt, dout, s)), primals[2].dtype(), s));
-    } else if (i == mask_index) {
-      out_grads.push_back(zeros_like(primals[i], s));
-    } else {
-      array ds_sink =
-          negative(sum(multiply(*p_sink, rowdot, s), std::vector<int>{0, 2, 3}, false, s), s);
-      out_grads.push_back(astype(ds_sink, primals[i].dtype(), s));
-    }
-  }
-  return out_grads;
-}
-
 std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& primals,
                                                   const std::vector<array>& cotangents,
                                                   const std::vector<int>& argnums,
                                                   const std::vector<array>& outputs) {
+  // On a GPU stream the gradient is the composite's (matmuls and a softmax
+  // with GPU kernels) until the fused backward has a GPU kernel.
+  if (stream().device.type == Device::gpu) {
+    return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
+  }
   const int mask_index = mask_mode_ == "array" ? 3 : -1;
   for (int i : argnums) {
     // An additive mask's gradient comes from the composite.
     if (i == mask_index) return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
   }
-  // On a GPU stream: the backward written with ops (matmuls, a softmax and
-  // element-wise ops, all with GPU kernels) until the fused backward has one.
-  if (stream().device.type == Device::gpu)
-    return vjp_with_ops(primals, cotangents[0], argnums, outputs[0]);
   std::vector<array> in = primals;
   in.push_back(outputs[0]);
   in.push_back(cotangents[0]);

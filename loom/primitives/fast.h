@@ -124,9 +124,6 @@ class ScaledDotProductAttention : public FastPrimitive {
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<array>& outputs) override;
-  // The backward as ops (the GPU streams' path), from the saved output.
-  std::vector<array> vjp_with_ops(const std::vector<array>& primals, const array& dout,
-                                  const std::vector<int>& argnums, const array& out) const;
   const char* name() const override { return "ScaledDotProductAttention"; }
   PrimitiveState state() const override {
     return {{"scale", double{scale_}}, {"mask_mode", mask_mode_}, {"has_sinks", has_sinks_}};
