@@ -335,6 +335,81 @@ def _at_add(a, idx, v, s):
         return a.at[idx].add(v)
 
 
+
+def attention():
+    """Attention next to torch.nn.functional.scaled_dot_product_attention:
+    forward and forward + backward, (4, 16, 1024, 128), causal and not,
+    bfloat16 and float32. Each time is the median of 5 runs of 10 back-to-back
+    calls (one eval of all ten for Loom, device events for PyTorch), per call."""
+    rng = np.random.default_rng(4)
+    shape = (4, 16, 1024, 128)
+    h = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+    sdpa = mx.fast.scaled_dot_product_attention
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        torch = None
+    B, H, T, D = shape
+    for dt in (mx.bfloat16, mx.float32):
+        q, k, v, cot = (mx.array(x).astype(dt) for x in h)
+        mx.eval(q, k, v, cot)
+        for causal in (True, False):
+            mask = "causal" if causal else None
+            flops = 4 * B * H * T * T * D / (2 if causal else 1)
+
+            def fwd10():
+                mx.eval([sdpa(q, k, v, scale=D ** -0.5, mask=mask, stream=mx.gpu)
+                         for _ in range(10)])
+
+            def loss(q, k, v):
+                with mx.stream(mx.gpu):
+                    o = sdpa(q, k, v, scale=D ** -0.5, mask=mask)
+                    return (o * cot).astype(mx.float32).sum()
+
+            grad = mx.grad(loss, argnums=(0, 1, 2))
+
+            def bwd10():
+                mx.eval([grad(q, k, v) for _ in range(10)])
+
+            f = bench(fwd10, repeat=5, warmup=1) / 10
+            b = bench(bwd10, repeat=5, warmup=1) / 10
+            name = f"sdpa{' causal' if causal else ''} {shape} {dt}"
+            line = (f"{name}: loom fwd {f:.3f} ms ({flops / f / 1e9:.0f} TFLOP/s), "
+                    f"fwd+bwd {b:.3f} ms")
+            if torch is not None:
+                tdt = torch.bfloat16 if dt == mx.bfloat16 else torch.float32
+                tq, tk, tv, tc = (torch.tensor(x, device="cuda").to(tdt) for x in h)
+                for t in (tq, tk, tv):
+                    t.requires_grad_(True)
+
+                def tfwd():
+                    with torch.no_grad():
+                        F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+
+                def tbwd():
+                    o = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+                    torch.autograd.grad(o, (tq, tk, tv), tc)
+
+                def tev(fn):
+                    start = torch.cuda.Event(enable_timing=True)
+                    stop = torch.cuda.Event(enable_timing=True)
+                    times = []
+                    for rep in range(6):
+                        start.record()
+                        for _ in range(10):
+                            fn()
+                        stop.record()
+                        torch.cuda.synchronize()
+                        if rep:
+                            times.append(start.elapsed_time(stop) / 10)
+                    return statistics.median(times)
+
+                tf, tb = tev(tfwd), tev(tbwd)
+                line += f"; torch fwd {tf:.3f} ms ({flops / tf / 1e9:.0f} TFLOP/s), fwd+bwd {tb:.3f}"
+                line += f" (loom/torch fwd {f / tf:.2f}x, fwd+bwd {b / tb:.2f}x)"
+            print(line, flush=True)
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "overheads":
         overheads()
@@ -344,6 +419,9 @@ def main():
         return
     if len(sys.argv) > 1 and sys.argv[1] == "fast":
         fast()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "attention":
+        attention()
         return
     if len(sys.argv) > 1 and sys.argv[1] == "gemm":
         gemm()

@@ -181,6 +181,22 @@ TEST(CudaCodegen, AttentionBuildsForEachMaskAndHeadSize) {
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
 }
+TEST(CudaCodegen, TensorCoreAttentionBuildsForEachMaskAndHeadSize) {
+  // mma.sync through inline PTX: both half types, both head sizes, every
+  // mask kind, sinks.
+  struct Case {
+    Dtype d;
+    int D, mask;
+    bool sinks;
+    int warps;
+  };
+  for (Case c : {Case{bfloat16, 128, 0, false, 8}, Case{float16, 64, 1, true, 8},
+                 Case{bfloat16, 64, 2, false, 4}, Case{float16, 128, 2, true, 4}}) {
+    std::string src = cuda::attention_mma_kernel_source("loom_attention_mma_test", c.d, c.D, c.mask,
+                                                        c.sinks, c.warps);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+}
 TEST(CudaCodegen, RandomBuildsForEveryDistributionAndDtype) {
   // 0 bits, 1 uniform, 2 normal (RandomDistribution's order).
   for (bool byte_mode : {false, true}) {

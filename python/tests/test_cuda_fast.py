@@ -1,8 +1,9 @@
 """mx.fast on GPU streams against the CPU's fused kernels, values and
 gradients. rms_norm, layer_norm and rope have GPU kernels (backend/cuda/
 fast.cpp; their gradients are composites of ops with GPU kernels) and so has
-attention's forward (attention.cpp); its backward and the other fast ops
-take the CPU fallback. GPU tests skip where no GPU is present."""
+attention's forward (attention.cpp; its gradient on a GPU stream is the
+composite's, test_cuda_attention.py); the other fast ops take the CPU
+fallback. GPU tests skip where no GPU is present."""
 
 import os
 import subprocess

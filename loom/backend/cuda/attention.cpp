@@ -5,9 +5,13 @@
 // shared memory and read by every row of the block. Scores, the softmax and
 // the accumulation are in float (float16/bfloat16 rounded once at the end);
 // float64 and head sizes that are not a multiple of four (or over 256) take
-// the CPU. Masks as on the CPU: a false boolean or causal entry scores the
+// the CPU. float16/bfloat16 with D == Dv of 64 or 128 take the tensor-core
+// kernel below instead (attention_mma_kernel_source); float32 stays on this
+// one (no TF32). Masks as on the CPU: a false boolean or causal entry scores the
 // lowest finite value (a row with every key masked weighs them equally), an
 // additive mask adds, a sink joins each row's softmax denominator.
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "loom/backend/cuda/codegen.h"
@@ -162,7 +166,343 @@ struct loom_attn_params {
   return src;
 }
 
+// Tensor-core forward for float16/bfloat16 with D == Dv in {64, 128}, unit
+// inner strides and 16-byte aligned rows: a block of four warps takes 64 query
+// rows of one head, each warp 16 rows (its q fragments held in registers);
+// tiles of 64 keys and values are staged in shared memory by cp.async (the
+// next K tile loads while the scores of this one are turned into weights, the
+// next V tile while they are applied), read with ldmatrix through a swizzle of
+// the 16-byte chunks of each row (conflict free) and multiplied by
+// mma.sync.m16n8k16 with float accumulators. The softmax is online, in float
+// and base 2 (the scale folded with log2(e)); masked entries score the lowest
+// finite value as in the SIMT kernel.
+std::string attention_mma_kernel_source(const std::string& name, Dtype d, int D, int mask,
+                                        bool sinks, int warps) {
+  const std::string st = storage_type(d);
+  const std::string mt = d == bfloat16 ? "bf16" : "f16";
+  std::string src = jit_prelude();
+  src += "#define LOOM_D " + std::to_string(D) + "\n#define LOOM_W " + std::to_string(warps) + "\n";
+  src += R"(
+struct loom_attn_params {
+  const void* q; const void* k; const void* v; void* out; const void* mask; const void* sinks;
+  long long Nq, Tq, Tk, groups;
+  long long qs[4], ks[4], vs[4], ms[4];
+  float scale;
+  int causal;
+};
+#define LOOM_NT (32 * LOOM_W)
+#define LOOM_BM (16 * LOOM_W)
+#define LOOM_BN 64
+// With eight warps the q tile (128 rows) fills the K and V buffers: it is
+// read into registers before the first K tile lands there.
+#define LOOM_QALIAS (LOOM_BM == 2 * LOOM_BN)
+#define LOOM_CH (LOOM_D / 8)
+__device__ __forceinline__ unsigned loom_smem(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+// Offset (in elements) of chunk c of row r: chunks XOR the row's low bits.
+__device__ __forceinline__ int loom_sw(int r, int c) { return r * LOOM_D + ((c ^ (r & 7)) << 3); }
+__device__ __forceinline__ void loom_cp16(unsigned dst, const void* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(pred ? 16 : 0));
+}
+__device__ __forceinline__ void loom_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void loom_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ float loom_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ void loom_ldm(unsigned* r, unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+)";
+  src +=
+      "__device__ __forceinline__ void loom_mma(float* c, const unsigned* a, unsigned b0, "
+      "unsigned b1) {\n  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." +
+      mt + "." + mt +
+      ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+      "      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+      "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n}\n";
+  src +=
+      "__device__ __forceinline__ unsigned loom_pack(float lo, float hi) {\n  unsigned r;\n"
+      "  asm(\"cvt.rn." +
+      mt + "x2.f32 %0, %1, %2;\\n\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n  return r;\n}\n";
+  src += "extern \"C\" __global__ void __launch_bounds__(LOOM_NT) " + name +
+         "(loom_attn_params p) {\n  typedef " + st + " T;\n";
+  src += R"(
+  __shared__ __align__(128) unsigned short smem[(LOOM_QALIAS ? 0 : LOOM_BM * LOOM_D) +
+                                                2 * LOOM_BN * LOOM_D];
+  unsigned short* const sq = smem;
+  unsigned short* const sk = smem + (LOOM_QALIAS ? 0 : LOOM_BM * LOOM_D);
+  unsigned short* const sv = sk + LOOM_BN * LOOM_D;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const long long bh = blockIdx.y;
+  const long long b = bh / p.Nq, h = bh - b * p.Nq, hk = h / p.groups;
+  // The longest causal blocks (the last rows) start first.
+  const long long qblk = p.causal ? (long long)gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const long long first = qblk * LOOM_BM;
+  const float lowest = -3.402823466e38f;
+  const float ninf = -__int_as_float(0x7f800000);
+  const float l2e = 1.4426950408889634f;
+  const T* Qh = (const T*)p.q + b * p.qs[0] + h * p.qs[1];
+  const T* Kh = (const T*)p.k + b * p.ks[0] + hk * p.ks[1];
+  const T* Vh = (const T*)p.v + b * p.vs[0] + hk * p.vs[1];
+  long long kend = p.Tk;
+  if (p.causal) {
+    const long long last_row = (first + LOOM_BM < p.Tq ? first + LOOM_BM : p.Tq) - 1;
+    const long long reach = last_row + p.Tk - p.Tq + 1;
+    if (first + p.Tk - p.Tq >= 0) kend = reach < p.Tk ? reach : p.Tk;
+  }
+  const int ntiles = (int)((kend + LOOM_BN - 1) / LOOM_BN);
+  // Stage q and the first K tile, then the first V tile.
+  for (int i = tid; i < LOOM_BM * LOOM_CH; i += LOOM_NT) {
+    const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+    const bool ok = first + r < p.Tq;
+    loom_cp16(loom_smem(sq + loom_sw(r, c)), ok ? (const void*)(Qh + (first + r) * p.qs[2] + c * 8)
+                                                : (const void*)Qh, ok);
+  }
+  unsigned qf[LOOM_D / 16][4];
+#if LOOM_QALIAS
+  loom_commit();
+  loom_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int kb = 0; kb < LOOM_D / 16; ++kb) {
+    const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    loom_ldm(qf[kb], loom_smem(sq + loom_sw(r, kb * 2 + (lane >> 4))));
+  }
+  __syncthreads();
+#endif
+  for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
+    const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+    const bool ok = r < p.Tk;
+    loom_cp16(loom_smem(sk + loom_sw(r, c)), ok ? (const void*)(Kh + r * p.ks[2] + c * 8)
+                                                : (const void*)Kh, ok);
+  }
+  loom_commit();
+  for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
+    const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+    const bool ok = r < p.Tk;
+    loom_cp16(loom_smem(sv + loom_sw(r, c)), ok ? (const void*)(Vh + r * p.vs[2] + c * 8)
+                                                : (const void*)Vh, ok);
+  }
+  loom_commit();
+  float o[LOOM_CH][4];
+#pragma unroll
+  for (int n = 0; n < LOOM_CH; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  // Rows g and g + 8 of the warp's 16: running max (base 2) and partial sums.
+)";
+  if (sinks) {
+    src +=
+        "  const float sink = (float)loom_ld(((const T*)p.sinks)[h]) * l2e;\n"
+        "  float m0 = sink, m1 = sink, l0 = t == 0 ? 1.0f : 0.0f, l1 = l0;\n";
+  } else {
+    src += "  float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;\n";
+  }
+  src += R"(
+  const long long row0 = first + warp * 16 + g, row1 = row0 + 8;
+  for (int jt = 0; jt < ntiles; ++jt) {
+    const long long j0 = (long long)jt * LOOM_BN;
+    const bool more = jt + 1 < ntiles;
+    loom_wait<1>();
+    __syncthreads();
+#if !LOOM_QALIAS
+    if (jt == 0) {
+#pragma unroll
+      for (int kb = 0; kb < LOOM_D / 16; ++kb) {
+        const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        loom_ldm(qf[kb], loom_smem(sq + loom_sw(r, kb * 2 + (lane >> 4))));
+      }
+    }
+#endif
+    float s[LOOM_BN / 8][4];
+#pragma unroll
+    for (int n = 0; n < LOOM_BN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < LOOM_D / 16; kb += 2) {
+#pragma unroll
+      for (int n = 0; n < LOOM_BN / 8; ++n) {
+        unsigned bf[4];
+        loom_ldm(bf, loom_smem(sk + loom_sw(n * 8 + (lane & 7), kb * 2 + (lane >> 3))));
+        loom_mma(s[n], qf[kb], bf[0], bf[1]);
+        loom_mma(s[n], qf[kb + 1], bf[2], bf[3]);
+      }
+    }
+    __syncthreads();
+    if (more) {
+      const long long jn = j0 + LOOM_BN;
+      for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
+        const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+        const bool ok = jn + r < p.Tk;
+        loom_cp16(loom_smem(sk + loom_sw(r, c)),
+                  ok ? (const void*)(Kh + (jn + r) * p.ks[2] + c * 8) : (const void*)Kh, ok);
+      }
+      loom_commit();
+    }
+    // Scores in base-2 units; masks on the tiles that need them.
+    const bool edge = j0 + LOOM_BN > p.Tk ||
+                      (p.causal && j0 + LOOM_BN - 1 > first + p.Tk - p.Tq);
+#pragma unroll
+    for (int n = 0; n < LOOM_BN / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long row = e < 2 ? row0 : row1;
+        const long long j = j0 + n * 8 + 2 * t + (e & 1);
+)";
+  if (mask == 0) {
+    src += "        float sc = s[n][e] * (p.scale * l2e);\n";
+  } else {
+    src += "        float sc = s[n][e] * p.scale;\n";
+    src +=
+        "        if (j < p.Tk && row < p.Tq) {\n"
+        "          const long long mo = b * p.ms[0] + h * p.ms[1] + row * p.ms[2] + j * p.ms[3];\n";
+    if (mask == 1) {
+      src += "          if (!((const unsigned char*)p.mask)[mo]) sc = lowest;\n";
+    } else {
+      src += "          sc += (float)loom_ld(((const T*)p.mask)[mo]);\n";
+    }
+    src += "        }\n        sc = sc == lowest ? lowest : sc * l2e;\n";
+  }
+  src += R"(
+        if (edge) {
+          if (j >= p.Tk) sc = ninf;
+          else if (p.causal && j > row + p.Tk - p.Tq) sc = lowest;
+        }
+        s[n][e] = sc;
+      }
+    }
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int n = 0; n < LOOM_BN / 8; ++n) {
+      mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float c0 = mx0 == m0 ? 1.0f : loom_ex2(m0 - mx0);
+    const float c1 = mx1 == m1 ? 1.0f : loom_ex2(m1 - mx1);
+    m0 = mx0;
+    m1 = mx1;
+    l0 *= c0;
+    l1 *= c1;
+#pragma unroll
+    for (int n = 0; n < LOOM_CH; ++n) {
+      o[n][0] *= c0;
+      o[n][1] *= c0;
+      o[n][2] *= c1;
+      o[n][3] *= c1;
+    }
+    unsigned pf[LOOM_BN / 16][4];
+#pragma unroll
+    for (int n = 0; n < LOOM_BN / 8; ++n) {
+      const float p0 = loom_ex2(s[n][0] - m0), p1 = loom_ex2(s[n][1] - m0);
+      const float p2 = loom_ex2(s[n][2] - m1), p3 = loom_ex2(s[n][3] - m1);
+      l0 += p0 + p1;
+      l1 += p2 + p3;
+      pf[n >> 1][(n & 1) * 2] = loom_pack(p0, p1);
+      pf[n >> 1][(n & 1) * 2 + 1] = loom_pack(p2, p3);
+    }
+    if (more) {
+      loom_wait<1>();
+    } else {
+      loom_wait<0>();
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < LOOM_BN / 16; ++kk) {
+#pragma unroll
+      for (int n = 0; n < LOOM_CH; n += 2) {
+        unsigned bf[4];
+        loom_ldmt(bf, loom_smem(sv + loom_sw(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                             n + (lane >> 4))));
+        loom_mma(o[n], pf[kk], bf[0], bf[1]);
+        loom_mma(o[n + 1], pf[kk], bf[2], bf[3]);
+      }
+    }
+    __syncthreads();
+    if (more) {
+      const long long jn = j0 + LOOM_BN;
+      for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
+        const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+        const bool ok = jn + r < p.Tk;
+        loom_cp16(loom_smem(sv + loom_sw(r, c)),
+                  ok ? (const void*)(Vh + (jn + r) * p.vs[2] + c * 8) : (const void*)Vh, ok);
+      }
+      loom_commit();
+    }
+  }
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+  // The warp's 16 rows through shared memory (every tile's reads are done:
+  // the loop ends at a barrier), then out in whole 16-byte chunks.
+  const int r0 = warp * 16 + g;
+#pragma unroll
+  for (int n = 0; n < LOOM_CH; ++n) {
+    *(unsigned*)(smem + loom_sw(r0, n) + 2 * t) = loom_pack(o[n][0] * i0, o[n][1] * i0);
+    *(unsigned*)(smem + loom_sw(r0 + 8, n) + 2 * t) = loom_pack(o[n][2] * i1, o[n][3] * i1);
+  }
+  __syncwarp();
+  T* O = (T*)p.out + (bh * p.Tq + first + warp * 16) * LOOM_D;
+#pragma unroll
+  for (int i = lane; i < 16 * LOOM_CH; i += 32) {
+    const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+    if (first + warp * 16 + r < p.Tq) {
+      *(uint4*)(O + r * LOOM_D + c * 8) = *(const uint4*)(smem + loom_sw(warp * 16 + r, c));
+    }
+  }
+}
+)";
+  return src;
+}
+
 namespace {
+
+// The tensor-core kernel's conditions: half types, D == Dv in {64, 128}, unit
+// inner strides and rows of whole 16-byte chunks (cp.async), LOOM_CUDA_ATTN_SIMT
+// unset.
+// Warps per block of the tensor-core kernel (16 query rows each): 4 or 8
+// (LOOM_CUDA_ATTN_WARPS; 4 by default: two blocks per multiprocessor, 8-9%
+// faster on an H200 than one block of 8 warps).
+int mma_warps() {
+  static const int w = [] {
+    const char* e = std::getenv("LOOM_CUDA_ATTN_WARPS");
+    return e != nullptr && std::string(e) == "8" ? 8 : 4;
+  }();
+  return w;
+}
+
+bool mma_eligible(const array& q, const array& k, const array& v, Dtype d, int D, int Dv,
+                  const AttnParams& p) {
+  static const bool simt = [] {
+    const char* e = std::getenv("LOOM_CUDA_ATTN_SIMT");
+    return e != nullptr && e[0] != '\0' && e[0] != '0';
+  }();
+  if (simt || !(d == float16 || d == bfloat16) || D != Dv || (D != 64 && D != 128)) return false;
+  for (const array* a : {&q, &k, &v}) {
+    if (a->strides(3) != 1) return false;
+    for (int i = 0; i < 3; ++i) {
+      if (a->strides(i) % 8 != 0) return false;
+    }
+  }
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.out)}) {
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;
+  }
+  return true;
+}
 
 bool attention_kernel(Primitive& prim, const std::vector<array>& inputs,
                       std::vector<array>& outputs, cudaStream_t s) {
@@ -209,6 +549,21 @@ bool attention_kernel(Primitive& prim, const std::vector<array>& inputs,
   p.sinks = sinks ? device_data(*sinks, s) : nullptr;
   p.out = o;
   const int mask_kind = mask == nullptr ? 0 : mask->dtype() == bool_ ? 1 : 2;
+  if (mma_eligible(q, k, v, d, D, Dv, p)) {
+    const int warps = mma_warps();
+    std::string name = "loom_attention_mma_" + std::to_string(static_cast<int>(d.val)) + "_" +
+                       std::to_string(D) + "_" + std::to_string(mask_kind) +
+                       (has_sinks ? "_s" : "") + "_w" + std::to_string(warps);
+    cudaKernel_t kern = jit_kernel(
+        name, [&] { return attention_mma_kernel_source(name, d, D, mask_kind, has_sinks, warps); });
+    void* args[] = {&p};
+    const int rows = 16 * warps;
+    dim3 grid(static_cast<unsigned>((p.Tq + rows - 1) / rows),
+              static_cast<unsigned>(q.shape(0) * q.shape(1)));
+    check(cudaLaunchKernel(reinterpret_cast<const void*>(kern), grid, dim3(32 * warps), args, 0, s),
+          "cudaLaunchKernel (scaled_dot_product_attention, tensor cores)");
+    return true;
+  }
   std::string name = "loom_attention_" + std::to_string(static_cast<int>(d.val)) + "_" +
                      std::to_string(D) + "_" + std::to_string(Dv) + "_" +
                      std::to_string(mask_kind) + (has_sinks ? "_s" : "");

@@ -55,6 +55,10 @@ std::string rope_kernel_source(const std::string& name, Dtype d);
 // 2 additive; with `sinks`, a per-head sink logit.
 std::string attention_kernel_source(const std::string& name, Dtype d, int D, int Dv, int mask,
                                     bool sinks);
+// The tensor-core forward (float16/bfloat16, D == Dv of 64 or 128), blocks of
+// `warps` (4 or 8) warps of 16 query rows.
+std::string attention_mma_kernel_source(const std::string& name, Dtype d, int D, int mask,
+                                        bool sinks, int warps);
 
 // The source of kernel `name`: the index (uint32) of the maximum (`is_max`)
 // or minimum of each row, one block per row.
