@@ -42,3 +42,16 @@ TEST(Traits, BroadcastReductionAndMultiOutput) {
   PrimitiveTraits mm = traits_of(matmul(x, transpose(x)));
   EXPECT_FALSE(mm.elementwise || mm.broadcast || mm.reduction || mm.noop || mm.multi_output);
 }
+
+// Transcendental functions are costly (compile reads their values instead of
+// computing them again); arithmetic is not.
+TEST(Traits, TranscendentalsAreCostly) {
+  array x = array({0.5f, 0.25f});
+  for (const array& y : {exp(x), log(x), erf(x), tanh(x), sigmoid(x), sin(x), expm1(x)}) {
+    EXPECT_TRUE(traits_of(y).costly) << y.primitive().name();
+  }
+  for (const array& y :
+       {negative(x), square(x), sqrt(x), add(x, x), multiply(x, x), divide(x, x)}) {
+    EXPECT_FALSE(traits_of(y).costly) << y.primitive().name();
+  }
+}

@@ -126,6 +126,15 @@ int max_recompute() {
   return n;
 }
 
+// LOOM_COMPILE_RECOMPUTE_COSTLY=1: recompute costly values too (to compare).
+int recompute_costly() {
+  static const int n = [] {
+    const char* v = std::getenv("LOOM_COMPILE_RECOMPUTE_COSTLY");
+    return v && *v ? std::atoi(v) : 0;
+  }();
+  return n;
+}
+
 } // namespace
 
 void fuse(Graph& g) {
@@ -244,6 +253,8 @@ void fuse(Graph& g) {
         int k = work.back();
         work.pop_back();
         if (is_broadcast(g.nodes[k])) continue; // reads its smaller operand
+        // A transcendental costs more to compute again than to read back.
+        if (g.nodes[k].primitive->traits().costly && recompute_costly() == 0) return false;
         if (++ops > max_recompute()) return false;
         for (auto& in : g.nodes[k].inputs) {
           if (reads.count(key(in))) continue;

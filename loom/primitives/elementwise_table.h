@@ -16,6 +16,10 @@
 //             arguments) or that a block can skip part of (erf, tanh: the
 //             large-argument half when a piece has no large argument);
 //             kernels call it instead of looping over operator()
+//   costly    (optional, default false) true for functions that cost more per
+//             element than a pass over memory (exp, log, erf, tanh, the
+//             trigonometric family): compile stores their values instead of
+//             recomputing them in other regions (PrimitiveTraits::costly)
 //   derivative its chain rule, declared here and written with ops in
 //             primitives/elementwise_table.cpp (vjp and jvp use it)
 // and LOOM_UNARY_OPS / LOOM_BINARY_OPS / LOOM_TERNARY_OPS list the entries:
@@ -200,6 +204,7 @@ struct Reciprocal {
 
 struct Exp {
   LOOM_EW_ENTRY(Exp, inexact, input, true, "exp({0})", true)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -214,6 +219,7 @@ struct Exp {
 
 struct Log {
   LOOM_EW_ENTRY(Log, inexact, input, true, "log({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -228,6 +234,7 @@ struct Log {
 
 struct Sin {
   LOOM_EW_ENTRY(Sin, inexact, input, true, "sin({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -243,6 +250,7 @@ struct Sin {
 
 struct Cos {
   LOOM_EW_ENTRY(Cos, inexact, input, true, "cos({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -258,6 +266,7 @@ struct Cos {
 
 struct Tanh {
   LOOM_EW_ENTRY(Tanh, inexact, input, true, "tanh({0})", true)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -273,6 +282,7 @@ struct Tanh {
 
 struct Erf {
   LOOM_EW_ENTRY(Erf, real, input, true, "erf({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -286,6 +296,7 @@ struct Erf {
 
 struct Sigmoid {
   LOOM_EW_ENTRY(Sigmoid, real, input, true, "(1 / (1 + exp(-{0})))", true)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -383,6 +394,7 @@ struct Conjugate {
 
 struct Sinh {
   LOOM_EW_ENTRY(Sinh, inexact, input, true, "sinh({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -395,6 +407,7 @@ struct Sinh {
 
 struct Cosh {
   LOOM_EW_ENTRY(Cosh, inexact, input, true, "cosh({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -407,6 +420,7 @@ struct Cosh {
 
 struct Tan {
   LOOM_EW_ENTRY(Tan, inexact, input, true, "tan({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -422,6 +436,7 @@ struct Tan {
 
 struct ArcSin {
   LOOM_EW_ENTRY(ArcSin, inexact, input, true, "asin({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -434,6 +449,7 @@ struct ArcSin {
 
 struct ArcCos {
   LOOM_EW_ENTRY(ArcCos, inexact, input, true, "acos({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -446,6 +462,7 @@ struct ArcCos {
 
 struct ArcTan {
   LOOM_EW_ENTRY(ArcTan, inexact, input, true, "atan({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -458,6 +475,7 @@ struct ArcTan {
 
 struct ArcSinh {
   LOOM_EW_ENTRY(ArcSinh, inexact, input, true, "asinh({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -470,6 +488,7 @@ struct ArcSinh {
 
 struct ArcCosh {
   LOOM_EW_ENTRY(ArcCosh, inexact, input, true, "acosh({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -482,6 +501,7 @@ struct ArcCosh {
 
 struct ArcTanh {
   LOOM_EW_ENTRY(ArcTanh, inexact, input, true, "atanh({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -494,6 +514,7 @@ struct ArcTanh {
 
 struct Expm1 {
   LOOM_EW_ENTRY(Expm1, real, input, true, "expm1({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -507,6 +528,7 @@ struct Expm1 {
 // Real inputs only: ops/ composes complex log1p from log.
 struct Log1p {
   LOOM_EW_ENTRY(Log1p, real, input, true, "log1p({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -521,6 +543,7 @@ struct Log1p {
 // runs the vectorised erfinv_f32).
 struct ErfInv {
   LOOM_EW_ENTRY(ErfInv, real, input, false, "loom::scalar::erfinv_f64({0})", true)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_same_v<C, float>)
@@ -536,6 +559,7 @@ struct ErfInv {
 // inf + nan i.
 struct Log2 {
   LOOM_EW_ENTRY(Log2, inexact, input, true, "log2({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     constexpr float kInvLn2 = 1.44269504088896341f;
@@ -553,6 +577,7 @@ struct Log2 {
 
 struct Log10 {
   LOOM_EW_ENTRY(Log10, inexact, input, true, "log10({0})", false)
+  static constexpr bool costly = true;
   template <typename C>
   C operator()(C x) const {
     constexpr float kInvLn10 = 0.434294481903251828f;
@@ -1031,6 +1056,16 @@ constexpr const OpInfo& info(TernaryOp op) { return kTernaryInfo[static_cast<int
 // The entry's derivative for an op value (primitives/elementwise_table.cpp).
 array derivative(UnaryOp op, const UnaryChain& c);
 array derivative(BinaryOp op, const BinaryChain& c);
+
+// Whether an entry is costly (see the top of this file).
+template <typename Op>
+constexpr bool is_costly() {
+  if constexpr (requires { Op::costly; }) {
+    return Op::costly;
+  } else {
+    return false;
+  }
+}
 
 // Whether an entry has a float32 block form (see the top of this file).
 template <typename Op>

@@ -22,6 +22,10 @@ struct PrimitiveTraits {
   bool reduction = false;
   bool noop = false; // identity at execution (Copy, StopGradient)
   bool multi_output = false;
+  // Element-wise, but dearer per element than a pass over memory (exp, erf,
+  // tanh, ...): compile reads such a value from where it was computed
+  // rather than computing it again in another region.
+  bool costly = false;
 };
 
 enum class TransformKind { vjp, jvp, vmap };

@@ -38,6 +38,7 @@ class Unary : public Primitive {
   PrimitiveTraits traits() const override {
     PrimitiveTraits t;
     t.elementwise = true;
+    t.costly = ew::visit(op_, []<typename Op>() { return ew::is_costly<Op>(); });
     return t;
   }
 

@@ -450,8 +450,8 @@ def test_fused_erf_pieces_mixing_ranges_are_bitwise_eager():
 
 @pytest.mark.parametrize("shape", [(5, 3), (64, 1031), (4, 256, 2048)])
 def test_fused_gelu_backward_is_bitwise_eager(shape):
-    # The backward region recomputes gelu's x / sqrt(2) and 1 + erf(.) from
-    # x (its forward region no longer writes them): still the eager bits,
+    # The backward region recomputes gelu's x / sqrt(2) from x and reads
+    # 1 + erf(.), which the forward region writes (erf is costly): the eager bits,
     # forward and backward, with outputs small, partial-chunk and large
     # (streamed stores: test_streamed_region_outputs_are_bitwise_eager).
     x = mx.random.normal(shape)
