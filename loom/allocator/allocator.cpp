@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "loom/allocator/memory.h"
+#include "loom/allocator/pools.h"
 
 namespace loom::allocator {
 
@@ -34,8 +35,35 @@ size_t total_system_memory() {
   return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
 }
 
+namespace {
+
+// Buckets below 512 bytes are only ever reused at their exact size (the 1/8
+// slack is under one alignment step there), so the host pool caches them in
+// one list per bucket: a free and the next malloc of a tiny array cost a push
+// and a pop instead of a map node's allocation and release. The lists belong
+// to the process's host pool (the first HostAllocator built; others keep
+// everything in their map) and are guarded by its mutex.
+constexpr size_t kSmallBuckets = 7; // 64, 128, ..., 448 bytes
+constexpr size_t kSmallLimit = (kSmallBuckets + 1) * kAlignment;
+
+struct SmallCache {
+  std::vector<void*> lists[kSmallBuckets]; // free buffers of bucket (i + 1) * 64
+};
+
+std::atomic<const HostAllocator*> g_small_owner{nullptr};
+
+SmallCache* small_cache(const HostAllocator* pool) {
+  static auto* cache = new SmallCache; // leaked with the host pool
+  return g_small_owner.load(std::memory_order_relaxed) == pool ? cache : nullptr;
+}
+
+} // namespace
+
 HostAllocator::HostAllocator()
-    : memory_limit_(total_system_memory()), cache_limit_(total_system_memory()) {}
+    : memory_limit_(total_system_memory()), cache_limit_(total_system_memory()) {
+  const HostAllocator* none = nullptr;
+  g_small_owner.compare_exchange_strong(none, this);
+}
 
 HostAllocator::~HostAllocator() { clear_cache(); }
 
@@ -61,6 +89,18 @@ Buffer HostAllocator::malloc(size_t size) {
           << "). Free arrays, evaluate in smaller pieces, or raise the limit with "
              "set_memory_limit.";
       throw std::runtime_error(msg.str());
+    }
+    SmallCache* small = bucket < kSmallLimit ? small_cache(this) : nullptr;
+    if (small != nullptr) {
+      auto& list = small->lists[bucket / kAlignment - 1];
+      if (!list.empty() && stats_.active + bucket <= memory_limit_) {
+        Buffer buf{list.back(), bucket};
+        list.pop_back();
+        stats_.cache -= bucket;
+        stats_.active += bucket;
+        stats_.peak = std::max(stats_.peak, stats_.active);
+        return buf;
+      }
     }
     // Reuse a cached buffer no more than 1/8 larger than the request.
     auto it = cache_.lower_bound(bucket);
@@ -101,7 +141,12 @@ void HostAllocator::free(Buffer buffer) {
   if (stats_.cache + buffer.size > cache_limit_) {
     trim_cache_locked(cache_limit_ - buffer.size);
   }
-  cache_.emplace(buffer.size, buffer.ptr);
+  SmallCache* small = buffer.size < kSmallLimit ? small_cache(this) : nullptr;
+  if (small != nullptr && buffer.size % kAlignment == 0) {
+    small->lists[buffer.size / kAlignment - 1].push_back(buffer.ptr);
+  } else {
+    cache_.emplace(buffer.size, buffer.ptr);
+  }
   stats_.cache += buffer.size;
 }
 
@@ -112,6 +157,16 @@ void HostAllocator::trim_cache_locked(size_t target) {
     stats_.cache -= it->first;
     std::free(it->second);
     cache_.erase(it);
+  }
+  SmallCache* small = small_cache(this);
+  for (size_t i = kSmallBuckets; small != nullptr && i-- > 0 && stats_.cache > target;) {
+    auto& list = small->lists[i];
+    while (stats_.cache > target && !list.empty()) {
+      stats_.cache -= (i + 1) * kAlignment;
+      std::free(list.back());
+      list.pop_back();
+    }
+    if (list.empty()) list.shrink_to_fit();
   }
 }
 
@@ -218,6 +273,14 @@ std::vector<Allocator*> registered_allocators() {
     if (auto* a = p.load(std::memory_order_acquire)) pools.push_back(a);
   }
   return pools;
+}
+
+size_t active_memory_of_all_pools() {
+  size_t n = host_allocator().stats().active;
+  for (auto& p : g_device_pools) {
+    if (auto* a = p.load(std::memory_order_acquire)) n += a->stats().active;
+  }
+  return n;
 }
 
 Data::Data(Buffer buffer, Allocator* owner) : size_(buffer.size) {
