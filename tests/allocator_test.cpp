@@ -1,11 +1,12 @@
 // The host pool: size buckets, the buffer cache, statistics and limits.
+#include "loom/allocator/allocator.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
-#include "loom/allocator/allocator.h"
 #include "loom/allocator/memory.h"
 
 using namespace loom;
@@ -63,7 +64,7 @@ TEST(Allocator, OverTheLimitRaisesAndTheProcessCarriesOn) {
   } catch (const std::runtime_error& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("Out of memory"), std::string::npos);
-    EXPECT_NE(msg.find("64 MiB"), std::string::npos);      // the request
+    EXPECT_NE(msg.find("64 MiB"), std::string::npos);       // the request
     EXPECT_NE(msg.find("memory limit"), std::string::npos); // the pool's state
   }
   set_memory_limit(old);
@@ -83,4 +84,39 @@ TEST(Allocator, LimitDoesNotDependOnTheCache) {
   EXPECT_THROW(allocator::allocate(61 << 20), std::runtime_error);
   set_memory_limit(old);
   EXPECT_NE(allocator::allocate(61 << 20)->ptr(), nullptr);
+}
+
+TEST(Allocator, SmallBuffersAreCachedPerBucketAndTrimmedLargestFirst) {
+  // Buckets under 512 bytes live in per-bucket lists (no map node per free);
+  // their accounting, exact-size reuse and trimming match the larger ones'.
+  clear_cache();
+  size_t active = get_active_memory();
+  void* p64;
+  void* p448;
+  {
+    auto a = allocator::allocate(10);  // 64-byte bucket
+    auto b = allocator::allocate(400); // 448-byte bucket
+    auto c = allocator::allocate(600); // 640: the map
+    p64 = a->ptr();
+    p448 = b->ptr();
+    EXPECT_EQ(get_active_memory(), active + 64 + 448 + 640);
+  }
+  EXPECT_EQ(get_active_memory(), active);
+  EXPECT_EQ(get_cache_memory(), 64u + 448u + 640u);
+  {
+    auto b = allocator::allocate(449 - 64); // 448 again: the cached one
+    EXPECT_EQ(b->ptr(), p448);
+    auto other = allocator::allocate(200); // 256: nothing cached at that size
+    EXPECT_NE(other->ptr(), p64);
+    EXPECT_EQ(get_cache_memory(), 64u + 640u);
+  }
+  EXPECT_EQ(get_cache_memory(), 64u + 448u + 640u + 256u);
+  // Trimming frees the largest first: 640, then 448, leaving 256 + 64.
+  size_t old = set_cache_limit(64 + 256);
+  EXPECT_EQ(get_cache_memory(), 64u + 256u);
+  auto a = allocator::allocate(1);
+  EXPECT_EQ(a->ptr(), p64);
+  set_cache_limit(old);
+  clear_cache();
+  EXPECT_EQ(get_cache_memory(), 0u);
 }
