@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "loom/allocator/memory.h"
+#include "loom/allocator/object_pool.h"
 #include "loom/allocator/pools.h"
 
 namespace loom::allocator {
@@ -365,7 +366,7 @@ void* Data::device_ptr(Allocator& pool, void* stream) {
 
 std::shared_ptr<Data> allocate(size_t size) {
   auto& alloc = host_allocator();
-  return std::make_shared<Data>(alloc.malloc(size), &alloc);
+  return std::allocate_shared<Data>(PoolAllocator<Data>(), alloc.malloc(size), &alloc);
 }
 
 std::shared_ptr<Data> allocate(size_t size, Device device) {
@@ -374,7 +375,78 @@ std::shared_ptr<Data> allocate(size_t size, Device device) {
     throw std::invalid_argument("[allocate] No memory pool for Device(gpu, " +
                                 std::to_string(device.index) + "): no GPU backend registered.");
   }
-  return std::make_shared<Data>(pool->malloc(size), pool);
+  return std::allocate_shared<Data>(PoolAllocator<Data>(), pool->malloc(size), pool);
+}
+
+// --- the object pool (object_pool.h) ---
+
+namespace {
+
+constexpr size_t kPoolClasses = kPoolMaxBytes / kPoolClassBytes;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+struct ThreadObjectPool {
+  FreeBlock* heads[kPoolClasses] = {};
+  size_t counts[kPoolClasses] = {};
+  ~ThreadObjectPool() {
+    for (auto* head : heads) {
+      while (head != nullptr) {
+        FreeBlock* next = head->next;
+        ::operator delete(head);
+        head = next;
+      }
+    }
+  }
+};
+
+// Reached through trivially destructible thread-locals (as the node release
+// list in array.cpp): blocks freed after the thread's pool is gone, by
+// thread-locals destroyed later, go straight back to the system.
+thread_local ThreadObjectPool* t_object_pool = nullptr;
+thread_local bool t_object_pool_gone = false;
+
+struct ThreadObjectPoolOwner {
+  ThreadObjectPoolOwner() { t_object_pool = new ThreadObjectPool; }
+  ~ThreadObjectPoolOwner() {
+    delete t_object_pool;
+    t_object_pool = nullptr;
+    t_object_pool_gone = true;
+  }
+};
+
+size_t pool_class(size_t bytes) { return (bytes + kPoolClassBytes - 1) / kPoolClassBytes - 1; }
+
+} // namespace
+
+void* pool_allocate(size_t bytes) {
+  const size_t c = pool_class(bytes);
+  if (t_object_pool == nullptr && !t_object_pool_gone) {
+    thread_local ThreadObjectPoolOwner owner;
+  }
+  if (ThreadObjectPool* pool = t_object_pool; pool != nullptr && pool->heads[c] != nullptr) {
+    FreeBlock* block = pool->heads[c];
+    pool->heads[c] = block->next;
+    --pool->counts[c];
+    return block;
+  }
+  return ::operator new((c + 1) * kPoolClassBytes);
+}
+
+void pool_free(void* p, size_t bytes) noexcept {
+  const size_t c = pool_class(bytes);
+  // A thread that never allocated here does not build a pool to free into.
+  ThreadObjectPool* pool = t_object_pool;
+  if (pool == nullptr || pool->counts[c] >= kPoolDepth) {
+    ::operator delete(p);
+    return;
+  }
+  auto* block = static_cast<FreeBlock*>(p);
+  block->next = pool->heads[c];
+  pool->heads[c] = block;
+  ++pool->counts[c];
 }
 
 } // namespace loom::allocator

@@ -391,7 +391,7 @@ void set_node_status(const Node& node, Status s) {
 // vector (a std::unordered_map cost an allocation per node).
 class NodeIndex {
  public:
-  NodeIndex() : slots_(64) {}
+  NodeIndex() : slots_(16) {}
   int find(const Node* n) const {
     for (size_t i = hash(n);; i = (i + 1) & mask()) {
       if (slots_[i].node == n) return slots_[i].index;
