@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "loom/allocator/object_pool.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/slice.h"
@@ -161,7 +162,10 @@ array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
     fits = a.shape()[d] == 1 || a.shape()[d] == shape[lead + d];
   }
   if (fits) {
-    return array(shape, a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape), {a});
+    return array(
+        shape, a.dtype(),
+        std::allocate_shared<Broadcast>(allocator::PoolAllocator<Broadcast>(), to_stream(s), shape),
+        {a});
   }
   if (a.ndim() > static_cast<int>(shape.size())) {
     throw std::invalid_argument("Cannot broadcast array of shape " + shape_to_string(a.shape()) +
