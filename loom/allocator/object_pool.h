@@ -39,6 +39,9 @@ struct PoolAllocator {
   template <typename U>
   PoolAllocator(const PoolAllocator<U>&) noexcept {}
 
+  // Blocks come from plain operator new (16-byte alignment): no over-aligned types.
+  static_assert(alignof(T) <= kPoolClassBytes, "PoolAllocator: over-aligned type");
+
   T* allocate(size_t n) {
 #ifndef LOOM_OBJECT_POOL_BYPASS
     if (n == 1 && sizeof(T) <= kPoolMaxBytes && alignof(T) <= kPoolClassBytes) {
