@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "loom/allocator/memory.h"
+#include "loom/allocator/object_pool.h"
 
 using namespace loom;
 
@@ -119,4 +122,41 @@ TEST(Allocator, SmallBuffersAreCachedPerBucketAndTrimmedLargestFirst) {
   set_cache_limit(old);
   clear_cache();
   EXPECT_EQ(get_cache_memory(), 0u);
+}
+
+TEST(ObjectPool, BlocksAreReusedPerThreadAndCrossThreadFreesAreSafe) {
+  struct Payload {
+    char bytes[100];
+    int value;
+  };
+  auto make = [](int v) {
+    auto p = std::allocate_shared<Payload>(allocator::PoolAllocator<Payload>());
+    p->value = v;
+    return p;
+  };
+  const void* first;
+  {
+    auto a = make(1);
+    first = a.get();
+  }
+  auto b = make(2); // the block just freed on this thread
+#ifndef LOOM_OBJECT_POOL_BYPASS
+  EXPECT_EQ(static_cast<const void*>(b.get()), first);
+#endif
+  EXPECT_EQ(b->value, 2);
+  // Made here, dropped on other threads (which may never have allocated), and
+  // made there and dropped here; thread exit returns a thread's blocks.
+  std::vector<std::shared_ptr<Payload>> made;
+  for (int i = 0; i < 5000; ++i) made.push_back(make(i));
+  std::shared_ptr<Payload> from_thread;
+  std::thread t([&] {
+    for (auto& p : made) p.reset();
+    std::vector<std::shared_ptr<Payload>> mine;
+    for (int i = 0; i < 3000; ++i) mine.push_back(make(-i));
+    from_thread = mine.back();
+  });
+  t.join();
+  EXPECT_EQ(from_thread->value, -2999);
+  from_thread.reset();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(make(i)->value, i);
 }
