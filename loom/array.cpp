@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "loom/allocator/object_pool.h"
 #include "loom/primitives/primitive.h"
 #include "loom/scheduler/scheduler.h"
 #include "loom/transforms/trace.h"
@@ -11,6 +12,12 @@ namespace loom {
 
 namespace {
 OriginHook g_origin_hook = nullptr;
+
+// Descriptors and nodes of lazy ops come from the per-thread object pool.
+template <typename T, typename... Args>
+std::shared_ptr<T> make_pooled(Args&&... args) {
+  return std::allocate_shared<T>(allocator::PoolAllocator<T>(), std::forward<Args>(args)...);
+}
 } // namespace
 
 void set_origin_hook(OriginHook hook) { g_origin_hook = hook; }
@@ -121,12 +128,12 @@ void array::init_scalar(const void* src, Dtype src_dtype) {
   set_status(Status::available);
 }
 
-array::array(complex64_t value, Dtype dtype) : desc_(std::make_shared<ArrayDesc>(Shape{}, dtype)) {
+array::array(complex64_t value, Dtype dtype) : desc_(make_pooled<ArrayDesc>(Shape{}, dtype)) {
   init_scalar(&value, complex64);
 }
 
 array::array(const void* src, Shape shape, Dtype dtype)
-    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(make_pooled<ArrayDesc>(std::move(shape), dtype)) {
   set_data(allocator::allocate(nbytes()));
   if (nbytes() > 0) std::memcpy(data<char>(), src, nbytes());
   set_status(Status::available);
@@ -134,8 +141,8 @@ array::array(const void* src, Shape shape, Dtype dtype)
 
 array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
              std::vector<array> inputs)
-    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
-  desc_->node = std::make_shared<Node>(std::move(primitive), std::move(inputs));
+    : desc_(make_pooled<ArrayDesc>(std::move(shape), dtype)) {
+  desc_->node = make_pooled<Node>(std::move(primitive), std::move(inputs));
   desc_->node->outputs.push_back(desc_);
   desc_->is_tracer = transforms::in_trace();
   if (desc_->is_tracer) transforms::record_tracer(desc_);
@@ -144,12 +151,12 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
 std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                       const std::shared_ptr<Primitive>& primitive,
                                       std::vector<array> inputs) {
-  auto node = std::make_shared<Node>(primitive, std::move(inputs));
+  auto node = make_pooled<Node>(primitive, std::move(inputs));
   const bool tracer = transforms::in_trace();
   std::vector<array> outputs;
   outputs.reserve(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
-    auto desc = std::make_shared<ArrayDesc>(shapes[i], dtypes[i]);
+    auto desc = make_pooled<ArrayDesc>(shapes[i], dtypes[i]);
     desc->node = node;
     desc->output_index = static_cast<uint32_t>(i);
     desc->is_tracer = tracer;
@@ -163,7 +170,7 @@ std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vect
 }
 
 array array::empty(Shape shape, Dtype dtype) {
-  return array(std::make_shared<ArrayDesc>(std::move(shape), dtype));
+  return array(make_pooled<ArrayDesc>(std::move(shape), dtype));
 }
 
 int32_t array::shape(int dim) const {

@@ -59,6 +59,29 @@ TEST(Graph, EvalDetachesAndComputes) {
   EXPECT_EQ(c.data<float>()[2], 33.0f);
 }
 
+TEST(Graph, SharedAndRepeatedInputsEvaluateOnceInOrder) {
+  // The evaluator's flat node index and consumer lists: a node used twice by
+  // one consumer (x + x), nodes shared by many consumers, and more nodes
+  // than the index's first size, evaluated together.
+  array one({1.0f});
+  std::vector<array> layer{add(one, one)}; // 2
+  for (int depth = 0; depth < 6; ++depth) {
+    std::vector<array> next;
+    for (size_t i = 0; i < layer.size(); ++i) {
+      next.push_back(add(layer[i], layer[i]));                      // doubles
+      next.push_back(add(layer[i], layer[(i + 1) % layer.size()])); // sums neighbours
+    }
+    layer = std::move(next);
+  }
+  ASSERT_EQ(layer.size(), 64u);
+  // Every value at depth d is 2^(d+1) (all of a layer are equal).
+  array total = layer[0];
+  for (size_t i = 1; i < layer.size(); ++i) total = add(total, layer[i]);
+  eval({total, layer[5]});
+  EXPECT_EQ(layer[5].data<float>()[0], 128.0f);
+  EXPECT_EQ(total.data<float>()[0], 64.0f * 128.0f);
+}
+
 TEST(Graph, NodeReachesOutputsOnlyWeakly) {
   array x({1.0f, 2.0f, 3.0f, 4.0f});
   std::weak_ptr<Node> node;

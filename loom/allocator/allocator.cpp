@@ -8,6 +8,8 @@
 #include <stdexcept>
 
 #include "loom/allocator/memory.h"
+#include "loom/allocator/object_pool.h"
+#include "loom/allocator/pools.h"
 
 namespace loom::allocator {
 
@@ -34,8 +36,35 @@ size_t total_system_memory() {
   return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
 }
 
+namespace {
+
+// Buckets below 512 bytes are only ever reused at their exact size (the 1/8
+// slack is under one alignment step there), so the host pool caches them in
+// one list per bucket: a free and the next malloc of a tiny array cost a push
+// and a pop instead of a map node's allocation and release. The lists belong
+// to the process's host pool (the first HostAllocator built; others keep
+// everything in their map) and are guarded by its mutex.
+constexpr size_t kSmallBuckets = 7; // 64, 128, ..., 448 bytes
+constexpr size_t kSmallLimit = (kSmallBuckets + 1) * kAlignment;
+
+struct SmallCache {
+  std::vector<void*> lists[kSmallBuckets]; // free buffers of bucket (i + 1) * 64
+};
+
+std::atomic<const HostAllocator*> g_small_owner{nullptr};
+
+SmallCache* small_cache(const HostAllocator* pool) {
+  static auto* cache = new SmallCache; // leaked with the host pool
+  return g_small_owner.load(std::memory_order_relaxed) == pool ? cache : nullptr;
+}
+
+} // namespace
+
 HostAllocator::HostAllocator()
-    : memory_limit_(total_system_memory()), cache_limit_(total_system_memory()) {}
+    : memory_limit_(total_system_memory()), cache_limit_(total_system_memory()) {
+  const HostAllocator* none = nullptr;
+  g_small_owner.compare_exchange_strong(none, this);
+}
 
 HostAllocator::~HostAllocator() { clear_cache(); }
 
@@ -61,6 +90,18 @@ Buffer HostAllocator::malloc(size_t size) {
           << "). Free arrays, evaluate in smaller pieces, or raise the limit with "
              "set_memory_limit.";
       throw std::runtime_error(msg.str());
+    }
+    SmallCache* small = bucket < kSmallLimit ? small_cache(this) : nullptr;
+    if (small != nullptr) {
+      auto& list = small->lists[bucket / kAlignment - 1];
+      if (!list.empty() && stats_.active + bucket <= memory_limit_) {
+        Buffer buf{list.back(), bucket};
+        list.pop_back();
+        stats_.cache -= bucket;
+        stats_.active += bucket;
+        stats_.peak = std::max(stats_.peak, stats_.active);
+        return buf;
+      }
     }
     // Reuse a cached buffer no more than 1/8 larger than the request.
     auto it = cache_.lower_bound(bucket);
@@ -101,7 +142,12 @@ void HostAllocator::free(Buffer buffer) {
   if (stats_.cache + buffer.size > cache_limit_) {
     trim_cache_locked(cache_limit_ - buffer.size);
   }
-  cache_.emplace(buffer.size, buffer.ptr);
+  SmallCache* small = buffer.size < kSmallLimit ? small_cache(this) : nullptr;
+  if (small != nullptr && buffer.size % kAlignment == 0) {
+    small->lists[buffer.size / kAlignment - 1].push_back(buffer.ptr);
+  } else {
+    cache_.emplace(buffer.size, buffer.ptr);
+  }
   stats_.cache += buffer.size;
 }
 
@@ -112,6 +158,16 @@ void HostAllocator::trim_cache_locked(size_t target) {
     stats_.cache -= it->first;
     std::free(it->second);
     cache_.erase(it);
+  }
+  SmallCache* small = small_cache(this);
+  for (size_t i = kSmallBuckets; small != nullptr && i-- > 0 && stats_.cache > target;) {
+    auto& list = small->lists[i];
+    while (stats_.cache > target && !list.empty()) {
+      stats_.cache -= (i + 1) * kAlignment;
+      std::free(list.back());
+      list.pop_back();
+    }
+    if (list.empty()) list.shrink_to_fit();
   }
 }
 
@@ -220,6 +276,14 @@ std::vector<Allocator*> registered_allocators() {
   return pools;
 }
 
+size_t active_memory_of_all_pools() {
+  size_t n = host_allocator().stats().active;
+  for (auto& p : g_device_pools) {
+    if (auto* a = p.load(std::memory_order_acquire)) n += a->stats().active;
+  }
+  return n;
+}
+
 Data::Data(Buffer buffer, Allocator* owner) : size_(buffer.size) {
   if (owner->device().type == Device::cpu) {
     host_ = buffer;
@@ -302,7 +366,7 @@ void* Data::device_ptr(Allocator& pool, void* stream) {
 
 std::shared_ptr<Data> allocate(size_t size) {
   auto& alloc = host_allocator();
-  return std::make_shared<Data>(alloc.malloc(size), &alloc);
+  return std::allocate_shared<Data>(PoolAllocator<Data>(), alloc.malloc(size), &alloc);
 }
 
 std::shared_ptr<Data> allocate(size_t size, Device device) {
@@ -311,7 +375,78 @@ std::shared_ptr<Data> allocate(size_t size, Device device) {
     throw std::invalid_argument("[allocate] No memory pool for Device(gpu, " +
                                 std::to_string(device.index) + "): no GPU backend registered.");
   }
-  return std::make_shared<Data>(pool->malloc(size), pool);
+  return std::allocate_shared<Data>(PoolAllocator<Data>(), pool->malloc(size), pool);
+}
+
+// --- the object pool (object_pool.h) ---
+
+namespace {
+
+constexpr size_t kPoolClasses = kPoolMaxBytes / kPoolClassBytes;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+struct ThreadObjectPool {
+  FreeBlock* heads[kPoolClasses] = {};
+  size_t counts[kPoolClasses] = {};
+  ~ThreadObjectPool() {
+    for (auto* head : heads) {
+      while (head != nullptr) {
+        FreeBlock* next = head->next;
+        ::operator delete(head);
+        head = next;
+      }
+    }
+  }
+};
+
+// Reached through trivially destructible thread-locals (as the node release
+// list in array.cpp): blocks freed after the thread's pool is gone, by
+// thread-locals destroyed later, go straight back to the system.
+thread_local ThreadObjectPool* t_object_pool = nullptr;
+thread_local bool t_object_pool_gone = false;
+
+struct ThreadObjectPoolOwner {
+  ThreadObjectPoolOwner() { t_object_pool = new ThreadObjectPool; }
+  ~ThreadObjectPoolOwner() {
+    delete t_object_pool;
+    t_object_pool = nullptr;
+    t_object_pool_gone = true;
+  }
+};
+
+size_t pool_class(size_t bytes) { return (bytes + kPoolClassBytes - 1) / kPoolClassBytes - 1; }
+
+} // namespace
+
+void* pool_allocate(size_t bytes) {
+  const size_t c = pool_class(bytes);
+  if (t_object_pool == nullptr && !t_object_pool_gone) {
+    thread_local ThreadObjectPoolOwner owner;
+  }
+  if (ThreadObjectPool* pool = t_object_pool; pool != nullptr && pool->heads[c] != nullptr) {
+    FreeBlock* block = pool->heads[c];
+    pool->heads[c] = block->next;
+    --pool->counts[c];
+    return block;
+  }
+  return ::operator new((c + 1) * kPoolClassBytes);
+}
+
+void pool_free(void* p, size_t bytes) noexcept {
+  const size_t c = pool_class(bytes);
+  // A thread that never allocated here does not build a pool to free into.
+  ThreadObjectPool* pool = t_object_pool;
+  if (pool == nullptr || pool->counts[c] >= kPoolDepth) {
+    ::operator delete(p);
+    return;
+  }
+  auto* block = static_cast<FreeBlock*>(p);
+  block->next = pool->heads[c];
+  pool->heads[c] = block;
+  ++pool->counts[c];
 }
 
 } // namespace loom::allocator

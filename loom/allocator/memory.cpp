@@ -1,6 +1,7 @@
 #include "loom/allocator/memory.h"
 
 #include "loom/allocator/allocator.h"
+#include "loom/allocator/pools.h"
 #include "loom/device.h"
 
 namespace loom {
@@ -15,11 +16,7 @@ allocator::Allocator& default_pool() {
 }
 } // namespace
 
-size_t get_active_memory() {
-  size_t n = 0;
-  for (auto* p : allocator::registered_allocators()) n += p->stats().active;
-  return n;
-}
+size_t get_active_memory() { return allocator::active_memory_of_all_pools(); }
 size_t get_peak_memory() {
   size_t n = 0;
   for (auto* p : allocator::registered_allocators()) n += p->stats().peak;

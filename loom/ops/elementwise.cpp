@@ -55,7 +55,7 @@ array prepare(const array& x, Dtype dtype, const Shape& shape, Stream s) {
 
 array build_binary(BinaryOp op, const array& a, const array& b, Dtype compute, StreamOrDevice sd) {
   Stream s = to_stream(sd);
-  Shape shape = common_shape({a, b});
+  Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape());
   return make_binary(op, prepare(a, compute, shape, s), prepare(b, compute, shape, s), s);
 }
 

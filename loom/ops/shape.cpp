@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "loom/allocator/object_pool.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/slice.h"
@@ -153,6 +154,19 @@ array moveaxis(const array& a, int source, int destination, StreamOrDevice s) {
 
 array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
   if (a.shape() == shape) return a;
+  // The common case checked without building the broadcast shape: every
+  // dimension of `a` is 1 or the target's.
+  bool fits = a.ndim() <= static_cast<int>(shape.size());
+  const size_t lead = fits ? shape.size() - a.ndim() : 0;
+  for (int d = 0; fits && d < a.ndim(); ++d) {
+    fits = a.shape()[d] == 1 || a.shape()[d] == shape[lead + d];
+  }
+  if (fits) {
+    return array(
+        shape, a.dtype(),
+        std::allocate_shared<Broadcast>(allocator::PoolAllocator<Broadcast>(), to_stream(s), shape),
+        {a});
+  }
   if (a.ndim() > static_cast<int>(shape.size())) {
     throw std::invalid_argument("Cannot broadcast array of shape " + shape_to_string(a.shape()) +
                                 " into shape " + shape_to_string(shape) + ".");

@@ -3,6 +3,7 @@
 #include <iterator>
 #include <memory>
 
+#include "loom/allocator/object_pool.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
@@ -29,7 +30,8 @@ Dtype binary_output_dtype(BinaryOp op, Dtype input) {
 }
 
 array make_binary(BinaryOp op, const array& a, const array& b, Stream stream) {
-  return array(a.shape(), binary_output_dtype(op, a.dtype()), std::make_shared<Binary>(stream, op),
+  return array(a.shape(), binary_output_dtype(op, a.dtype()),
+               std::allocate_shared<Binary>(allocator::PoolAllocator<Binary>(), stream, op),
                {a, b});
 }
 

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <memory>
 
+#include "loom/allocator/object_pool.h"
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/primitives/state_util.h"
@@ -33,8 +34,8 @@ Dtype unary_output_dtype(UnaryOp op, Dtype input) {
 }
 
 array make_unary(UnaryOp op, const array& a, Stream stream) {
-  return array(a.shape(), unary_output_dtype(op, a.dtype()), std::make_shared<Unary>(stream, op),
-               {a});
+  return array(a.shape(), unary_output_dtype(op, a.dtype()),
+               std::allocate_shared<Unary>(allocator::PoolAllocator<Unary>(), stream, op), {a});
 }
 
 array conj_if_complex(const array& a, Stream stream) {

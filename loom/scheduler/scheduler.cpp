@@ -349,7 +349,15 @@ void run_node(const std::shared_ptr<Node>& node, std::vector<array>& outputs,
 
 struct PendingNode {
   std::shared_ptr<Node> node;
-  int missing = 0; // producers not yet scheduled
+  int missing = 0;        // producers not yet scheduled
+  int first_consumer = 0; // into PendingGraph::consumers
+  int num_consumers = 0;
+};
+
+// The claimed nodes and their consumer lists, flat: a chain of tiny ops
+// costs no allocation per node here.
+struct PendingGraph {
+  std::vector<PendingNode> nodes;
   std::vector<int> consumers;
 };
 
@@ -379,13 +387,57 @@ void set_node_status(const Node& node, Status s) {
   }
 }
 
-// Collects the unscheduled nodes behind `outputs` and their dependencies, and
-// claims them. Must run under claim_mutex(): only there is the node of an
-// unscheduled array stable (its claimer detaches it later).
-std::vector<PendingNode> collect_and_claim(const std::vector<array>& outputs) {
-  std::vector<PendingNode> nodes;
-  std::unordered_map<const Node*, int> index;
+// Node -> position among the collected nodes: open addressing over one
+// vector (a std::unordered_map cost an allocation per node).
+class NodeIndex {
+ public:
+  NodeIndex() : slots_(16) {}
+  int find(const Node* n) const {
+    for (size_t i = hash(n);; i = (i + 1) & mask()) {
+      if (slots_[i].node == n) return slots_[i].index;
+      if (slots_[i].node == nullptr) return -1;
+    }
+  }
+  void insert(const Node* n, int index) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    place(n, index);
+    ++size_;
+  }
+
+ private:
+  struct Slot {
+    const Node* node = nullptr;
+    int index = -1;
+  };
+  size_t mask() const { return slots_.size() - 1; }
+  size_t hash(const Node* n) const {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull >>
+                               17) &
+           mask();
+  }
+  void place(const Node* n, int index) {
+    size_t i = hash(n);
+    while (slots_[i].node != nullptr) i = (i + 1) & mask();
+    slots_[i] = Slot{n, index};
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (auto& s : old) {
+      if (s.node != nullptr) place(s.node, s.index);
+    }
+  }
+  std::vector<Slot> slots_; // a power of two, at most half full
+  size_t size_ = 0;
+};
+
+// Depth-first walk of the unscheduled graph behind `outputs`, numbering each
+// node it meets in `index`.
+void collect_nodes(const std::vector<array>& outputs, std::vector<PendingNode>& nodes,
+                   NodeIndex& index) {
+  auto collected = [&](const array& a) { return a.has_node() && index.find(a.node().get()) >= 0; };
   std::vector<const array*> stack;
+  stack.reserve(outputs.size());
   for (auto& o : outputs) stack.push_back(&o);
   while (!stack.empty()) {
     const array* a = stack.back();
@@ -396,28 +448,57 @@ std::vector<PendingNode> collect_and_claim(const std::vector<array>& outputs) {
                                " has neither data nor a graph to compute it.");
     }
     const Node* n = a->node().get();
-    if (index.count(n)) continue;
-    index.emplace(n, static_cast<int>(nodes.size()));
-    nodes.push_back(PendingNode{a->node(), 0, {}});
+    if (index.find(n) >= 0) continue;
+    index.insert(n, static_cast<int>(nodes.size()));
+    nodes.push_back(PendingNode{a->node()});
     for (auto& in : n->inputs) {
-      if (in.status() == Status::unscheduled && !index.count(in.node().get())) {
-        stack.push_back(&in);
-      }
+      if (in.status() == Status::unscheduled && !collected(in)) stack.push_back(&in);
     }
   }
+}
+
+// Each node's distinct producers, then the consumer lists by counting.
+void link_consumers(PendingGraph& graph, const NodeIndex& index) {
+  auto& nodes = graph.nodes;
+  const int count = static_cast<int>(nodes.size());
   std::vector<int> producers;
-  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
-    producers.clear();
+  std::vector<int> first_producer(count + 1, 0);
+  for (int i = 0; i < count; ++i) {
+    const size_t start = producers.size();
     for (auto& in : nodes[i].node->inputs) {
-      if (in.status() == Status::unscheduled) producers.push_back(index.at(in.node().get()));
+      if (in.status() == Status::unscheduled) producers.push_back(index.find(in.node().get()));
     }
-    std::sort(producers.begin(), producers.end());
-    producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
-    nodes[i].missing = static_cast<int>(producers.size());
-    for (int p : producers) nodes[p].consumers.push_back(i);
+    std::sort(producers.begin() + start, producers.end());
+    producers.erase(std::unique(producers.begin() + start, producers.end()), producers.end());
+    nodes[i].missing = static_cast<int>(producers.size() - start);
+    first_producer[i + 1] = static_cast<int>(producers.size());
+    for (size_t k = start; k < producers.size(); ++k) ++nodes[producers[k]].num_consumers;
   }
-  for (auto& p : nodes) set_node_status(*p.node, Status::claimed);
-  return nodes;
+  int offset = 0;
+  for (auto& p : nodes) {
+    p.first_consumer = offset;
+    offset += p.num_consumers;
+    p.num_consumers = 0;
+  }
+  graph.consumers.resize(offset);
+  for (int i = 0; i < count; ++i) { // consumers in ascending order, as scheduled
+    for (int k = first_producer[i]; k < first_producer[i + 1]; ++k) {
+      PendingNode& p = nodes[producers[k]];
+      graph.consumers[p.first_consumer + p.num_consumers++] = i;
+    }
+  }
+}
+
+// Collects the unscheduled nodes behind `outputs` and their dependencies, and
+// claims them. Must run under claim_mutex(): only there is the node of an
+// unscheduled array stable (its claimer detaches it later).
+PendingGraph collect_and_claim(const std::vector<array>& outputs) {
+  PendingGraph graph;
+  NodeIndex index;
+  collect_nodes(outputs, graph.nodes, index);
+  link_consumers(graph, index);
+  for (auto& p : graph.nodes) set_node_status(*p.node, Status::claimed);
+  return graph;
 }
 
 // Blocks until an input claimed by another thread has its event. If that
@@ -473,16 +554,19 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
   }
   size_t bytes = 0;
   for (auto& o : outputs) bytes += o.nbytes();
-  std::function<void()> task = [node, outputs, waits]() mutable { run_node(node, outputs, waits); };
   Event done;
   const size_t inline_limit = worker.on_device() ? device_inline_bytes() : kInlineBytes;
+  auto run_here = [&] { run_node(node, outputs, waits); };
+  // Holds a pointer only, so std::function keeps it without an allocation
+  // (the copying lambda below, for the queue, costs one).
+  std::function<void()> inline_task = [run = &run_here] { (*run)(); };
   if (!(may_run_inline && waits.empty() && bytes <= inline_limit &&
-        worker.try_run_inline(task, done))) {
+        worker.try_run_inline(inline_task, done))) {
     // A task that waits on another stream may wait on a signal this thread
     // holds back: send those now, or that stream's worker idles until the
     // whole graph is scheduled.
     if (!waits.empty()) flush_inline_held();
-    done = worker.submit(std::move(task));
+    done = worker.submit([node, outputs, waits]() mutable { run_node(node, outputs, waits); });
   }
   // The event and the detached node are written before the status moves on,
   // so a thread that sees `scheduled` reads both safely.
@@ -496,11 +580,12 @@ void schedule(PendingNode& pending, StreamWorker& worker, bool may_run_inline) {
 }
 
 void eval_impl(std::vector<array> outputs, bool wait) {
-  std::vector<PendingNode> nodes;
+  PendingGraph graph;
   {
     std::lock_guard<std::mutex> lock(claim_mutex());
-    nodes = collect_and_claim(outputs);
+    graph = collect_and_claim(outputs);
   }
+  auto& nodes = graph.nodes;
   if (!nodes.empty()) {
     std::deque<int> ready;
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
@@ -526,11 +611,21 @@ void eval_impl(std::vector<array> outputs, bool wait) {
           flush_inline_held();
           for (auto& w : used) w->synchronize();
         }
-        auto w = worker_for(nodes[i].node->primitive->stream());
+        // The workers met so far serve their streams again without a
+        // registry lookup (a mutex and a map search per node).
+        const Stream& stream = nodes[i].node->primitive->stream();
+        StreamWorker* w = nullptr;
+        for (auto& u : used) {
+          if (u->stream() == stream) w = u.get();
+        }
+        if (w == nullptr) {
+          used.push_back(worker_for(stream));
+          w = used.back().get();
+        }
         schedule(nodes[i], *w, wait);
-        if (std::find(used.begin(), used.end(), w) == used.end()) used.push_back(std::move(w));
-        for (int c : nodes[i].consumers) {
-          if (--nodes[c].missing == 0) ready.push_back(c);
+        const int* c = graph.consumers.data() + nodes[i].first_consumer;
+        for (int k = 0; k < nodes[i].num_consumers; ++k) {
+          if (--nodes[c[k]].missing == 0) ready.push_back(c[k]);
         }
         nodes[i].node.reset();
       }
