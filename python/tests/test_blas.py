@@ -126,11 +126,16 @@ def test_products_from_many_threads_at_once():
     errors = []
 
     def work(i):
+        # Each thread's own stream, named per op: `with mx.stream(...)` in
+        # several threads at once would race on the process-wide default
+        # device (each saves what another set, and the last exit may leave
+        # the CPU the default in a GPU-default run).
         try:
-            with mx.stream(mx.new_stream(mx.cpu)):
-                for _ in range(5):
-                    out = np.asarray(mx.array(a) @ mx.array(b) * (i + 1))
-                    _close(out / (i + 1), ref, 400)
+            s = mx.new_stream(mx.cpu)
+            for _ in range(5):
+                product = mx.matmul(mx.array(a), mx.array(b), stream=s)
+                out = np.asarray(mx.multiply(product, i + 1, stream=s))
+                _close(out / (i + 1), ref, 400)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
