@@ -1,87 +1,68 @@
-"""A/B of the transformer block (benchmarks/workloads.py build_transformer, B4 L256 D512 H8
-hidden 2048, float32): eager value_and_grad and its mx.compile in ONE process, alternating calls
-after 20 ms sleeps, medians and ranges; per-call process CPU time too. Usage:
+"""A/B of the transformer block of `python -m benchmarks` (workloads.build_transformer:
+B4 L256 D512 H8 hidden 2048, float32): eager value_and_grad and its mx.compile in ONE process,
+alternating calls after 20 ms sleeps, medians and ranges, and per-call process CPU time.
+
     ROUNDS=50 .venv/bin/python scripts/compile_ab_block.py [both|eager|compiled]
+
 With LOOM_NUM_THREADS=1 LOOM_PROFILE_NODES=1 and one mode, the exit profile gives the kernel
-time per primitive (docs/performance.md, session 10 fuse)."""
-import math, sys, time, os
+time per primitive (docs/performance.md, session 10 fuse).
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
-import loom.core as mx
 
-B, L, D, H, HID = 4, 256, 512, 8, 2048
-rng = np.random.default_rng(0)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.frameworks import MlxFamily  # noqa: E402
+from benchmarks.workloads import build_transformer  # noqa: E402
 
-def gelu(x):
-    return x * (1 + mx.erf(x / math.sqrt(2))) / 2
+SHAPE = (4, 256, 512, 8, 2048)  # batch, length, dim, heads, hidden
 
-def layer_norm(x, g, b):
-    mu = mx.mean(x, axis=-1, keepdims=True)
-    xc = x - mu
-    var = mx.mean(xc * xc, axis=-1, keepdims=True)
-    return xc * mx.rsqrt(var + 1e-5) * g + b
 
-def block(params, x):
-    g1, b1, wq, wk, wv, wo, g2, b2, w1, c1, w2, c2 = params
-    batch, length, dim = x.shape
-    hd = dim // H
-    def split_heads(t):
-        return mx.swapaxes(mx.reshape(t, (batch, length, H, hd)), 1, 2)
-    h = layer_norm(x, g1, b1)
-    q, k, v = split_heads(h @ wq), split_heads(h @ wk), split_heads(h @ wv)
-    scores = (q @ mx.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(hd))
-    attn = mx.swapaxes(mx.softmax(scores, axis=-1) @ v, 1, 2)
-    x = x + mx.reshape(attn, (batch, length, dim)) @ wo
-    h = layer_norm(x, g2, b2)
-    return x + gelu(h @ w1 + c1) @ w2 + c2
+def main() -> None:
+    which = sys.argv[1] if len(sys.argv) > 1 else "both"
+    rounds = int(os.environ.get("ROUNDS", "30"))
+    # Each framework object draws the same parameters (its generator is seeded alike).
+    steps = {"eager": build_transformer(*SHAPE)(MlxFamily("loom")),
+             "compiled": build_transformer(*SHAPE, compiled=True)(MlxFamily("loom"))}
+    if which != "both":
+        steps = {which: steps[which]}
+    mx = MlxFamily("loom").m
 
-def loss(params, x):
-    out = block(params, x)
-    return mx.mean(out * out)
+    cpu_ms: dict[str, list[float]] = {name: [] for name in steps}
+    wall_ms: dict[str, list[float]] = {name: [] for name in steps}
 
-def weight(i, o):
-    s = 1 / math.sqrt(i)
-    return mx.array(rng.uniform(-s, s, (i, o)).astype(np.float32))
-def vec(n, v):
-    return mx.array(np.full(n, v, np.float32))
-params = [vec(D, 1.0), vec(D, 0.0), weight(D, D), weight(D, D), weight(D, D), weight(D, D),
-          vec(D, 1.0), vec(D, 0.0), weight(D, HID), vec(HID, 0.0), weight(HID, D), vec(D, 0.0)]
-x = mx.array(rng.standard_normal((B, L, D)).astype(np.float32))
-mx.eval(params, x)
-vg = mx.value_and_grad(loss)
-cvg = mx.compile(vg)
-fns = {"eager": vg, "compiled": cvg}
-which = sys.argv[1] if len(sys.argv) > 1 else "both"
-rounds = int(os.environ.get("ROUNDS", "30"))
-if which != "both":
-    fns = {which: fns[which]}
+    def call(name: str, record: bool) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        mx.eval(steps[name]())
+        if record:
+            cpu_ms[name].append((time.process_time() - cpu) * 1e3)
+            wall_ms[name].append((time.perf_counter() - wall) * 1e3)
 
-cpu_times = {}
-def call(f, name=None):
-    t = time.perf_counter(); c = time.process_time()
-    out = f(params, x)
-    mx.eval(out)
-    if name: cpu_times.setdefault(name, []).append((time.process_time() - c) * 1e3)
-    return (time.perf_counter() - t) * 1e3
+    for name in steps:
+        for _ in range(3):
+            call(name, record=False)
+    if which == "both":
+        (la, ga), (lb, gb) = steps["eager"](), steps["compiled"]()
+        diff = max(float(mx.max(mx.abs(a - b)).item()) for a, b in zip(ga, gb))
+        print(f"loss {la.item()} {lb.item()} max grad diff {diff}")
+    for _ in range(rounds):
+        for name in steps:
+            time.sleep(0.02)
+            call(name, record=True)
+    for name in steps:
+        wall, cpu = np.array(wall_ms[name]), np.array(cpu_ms[name])
+        print(f"{name:9s} cpu median {np.median(cpu):7.2f} min {cpu.min():7.2f}")
+        print(f"{name:9s} median {np.median(wall):7.2f} ms  p10 {np.percentile(wall, 10):7.2f}  "
+              f"p90 {np.percentile(wall, 90):7.2f}  min {wall.min():7.2f}")
+    if len(steps) == 2:
+        ratio = np.array(wall_ms["compiled"]) / np.array(wall_ms["eager"])
+        print(f"ratio compiled/eager per alternation: median {np.median(ratio):.3f} "
+              f"range {ratio.min():.3f}-{ratio.max():.3f}")
 
-for name, f in fns.items():
-    for _ in range(3):
-        call(f)
-# check equality
-if which == "both":
-    a = vg(params, x); b = cvg(params, x)
-    mx.eval(a, b)
-    print("loss", a[0].item(), b[0].item(), "max grad diff",
-          max(float(mx.max(mx.abs(ga - gb)).item()) for ga, gb in zip(a[1], b[1])))
-times = {n: [] for n in fns}
-for r in range(rounds):
-    for n, f in fns.items():
-        time.sleep(0.02)
-        times[n].append(call(f, n))
-for n, t in times.items():
-    t = np.array(t)
-    ct = np.array(cpu_times[n])
-    print(f"{n:9s} cpu median {np.median(ct):7.2f} min {ct.min():7.2f}")
-    print(f"{n:9s} median {np.median(t):7.2f} ms  p10 {np.percentile(t,10):7.2f}  p90 {np.percentile(t,90):7.2f}  min {t.min():7.2f}")
-if len(times) == 2:
-    r = np.array(times["compiled"]) / np.array(times["eager"])
-    print(f"ratio compiled/eager per alternation: median {np.median(r):.3f} range {r.min():.3f}-{r.max():.3f}")
+
+if __name__ == "__main__":
+    main()
