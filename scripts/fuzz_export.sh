@@ -15,8 +15,8 @@ if [ "$BUILD" != build/release ]; then export PYTHONPATH="python:$BUILD/python${
 mkdir -p "$OUT"
 # The parser, the state codec and the describe walk are compiled into the
 # harness (instrumented); factories and the rest come from libloom.so. See
-# fuzz_io.sh for -mavx512fp16.
-clang++ -std=c++20 -O1 -g -march=native -mavx512fp16 -fsanitize=fuzzer,address,undefined \
+# fuzz_io.sh for LOOM_SOFT_FLOAT16.
+clang++ -std=c++20 -O1 -g -march=native -DLOOM_SOFT_FLOAT16 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined -I. tests/fuzz/export_fuzz.cpp loom/io/export.cpp \
   loom/io/export_describe.cpp loom/io/export_replay.cpp loom/primitives/state.cpp -L"$BUILD" -lloom \
   -Wl,-rpath,"$PWD/$BUILD" -o "$OUT/export_fuzz"
