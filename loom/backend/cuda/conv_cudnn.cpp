@@ -206,8 +206,12 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
   int data_type, compute_type, math;
   if (d == float32) {
     data_type = compute_type = kFloat;
-    const char* tf32 = std::getenv("LOOM_CUDA_TF32");
-    math = (tf32 != nullptr && std::string(tf32) == "1") ? kDefaultMath : kFmaMath;
+    // Read once, as matmul's switch (gemm_util.cpp): not per convolution.
+    static const bool tf32 = [] {
+      const char* v = std::getenv("LOOM_CUDA_TF32");
+      return v != nullptr && std::string(v) == "1";
+    }();
+    math = tf32 ? kDefaultMath : kFmaMath;
   } else if (d == float16 || d == bfloat16) {
     data_type = d == float16 ? kHalf : kBfloat16;
     compute_type = kFloat;
