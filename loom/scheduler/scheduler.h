@@ -92,6 +92,13 @@ void flush_stream_signals();
 
 // The worker of `stream`; raises if the stream was destroyed.
 std::shared_ptr<StreamWorker> worker_for(const Stream& stream);
+
+// Waits until the work queued on every stream, of every thread, has run.
+// Python's os.fork() calls it first (os.register_at_fork in loom/__init__.py):
+// the child has none of the workers, so an array still queued at fork would
+// never be computed there. It runs before the pthread_atfork handlers, whose
+// locks the workers need; a C++ program that forks calls it itself.
+void drain_all_streams();
 // The width of the ready frontier before scheduling turns depth-first
 // (MLX_BFS_MAX_WIDTH / LOOM_BFS_MAX_WIDTH, default 20).
 int bfs_max_width();

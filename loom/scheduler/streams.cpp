@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "loom/device.h"
 #include "loom/scheduler/backend.h"
@@ -208,6 +209,19 @@ std::shared_ptr<StreamWorker> worker_for(const Stream& stream) {
   auto& worker = it->second->worker;
   if (!worker) worker = std::make_shared<StreamWorker>(stream); // first use after fork()
   return worker;
+}
+
+void drain_all_streams() {
+  std::vector<std::shared_ptr<StreamWorker>> workers;
+  {
+    auto& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (auto& [index, state] : r.streams) {
+      if (state->worker) workers.push_back(state->worker);
+    }
+  }
+  // Outside the lock: a queued task may create or look up streams.
+  for (auto& w : workers) w->synchronize();
 }
 
 int bfs_max_width() {

@@ -35,4 +35,19 @@ _point_at_cudnn()
 
 from . import core  # noqa: E402
 
+
+def _register_fork_drain() -> None:
+    """Makes os.fork() wait for queued work first, so the child sees it done.
+
+    The child process has none of the stream workers: an array still queued
+    when the process forks would never be computed there.
+    """
+    import os
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=core._drain_streams_for_fork)
+
+
+_register_fork_drain()
+
 __version__ = core.__version__

@@ -8,6 +8,7 @@
 
 #include "loom/allocator/memory.h"
 #include "loom/scheduler/backend.h"
+#include "loom/scheduler/scheduler.h"
 #include "utils.h"
 
 namespace loom::bindings {
@@ -356,6 +357,16 @@ void init_devices(nb::module_& m) {
       "Args:\n"
       "    stream (Stream, optional): The stream; a device means its default\n"
       "      stream, ``None`` the default stream of the default device.");
+
+  // Called by os.fork() before it forks (loom/__init__.py registers it); the
+  // GIL is let go so that a queued task that calls into Python can finish.
+  m.def(
+      "_drain_streams_for_fork",
+      [] {
+        nb::gil_scoped_release released;
+        scheduler::drain_all_streams();
+      },
+      "Wait for the work queued on every stream (os.fork calls it first).");
 
   m.def(
       "clear_streams",

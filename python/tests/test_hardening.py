@@ -328,6 +328,82 @@ def test_fork_right_after_a_matmul():
 
 
 @pytest.mark.loom_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_work_is_queued_child_sees_it_done():
+    # The child has none of the stream workers: an array still queued when
+    # the process forked was never computed there, and the child's first use
+    # of it waited forever. os.fork() now drains every stream first.
+    code = """
+        import os
+        from _backend import mx
+        mx.set_default_device(mx.cpu)
+        q = mx.random.normal((64, 24, 24), key=mx.random.key(2))
+        for trial in range(40):
+            y = mx.linalg.inv(q + trial, stream=mx.cpu).sum() + (q @ q).sum()
+            mx.async_eval(y)            # fork while it is queued or running
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if y.item() == y.item() else 1)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, trial
+        print("done")
+    """
+    try:
+        r = _run_python(code, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a child forked while work was queued waited forever for it")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done", r.stdout + r.stderr
+
+
+@pytest.mark.loom_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_another_thread_is_inside_openblas():
+    # OpenBLAS hands out its packing buffers under an internal lock: a fork()
+    # while another thread held it left the child hanging in its first
+    # product (CI, an AVX2 machine where float32 products go to OpenBLAS).
+    # fork() now waits for the calls in flight. Small products, matrix-vector
+    # products and LAPACK go to OpenBLAS on every machine.
+    code = """
+        import os, threading
+        from _backend import mx
+        mx.set_default_device(mx.cpu)
+        a = mx.random.normal((40, 40), key=mx.random.key(0))
+        v = mx.random.normal((40,), key=mx.random.key(1))
+        q = mx.random.normal((16, 20, 20), key=mx.random.key(2))
+        mx.eval(a, v, q)
+        stop = threading.Event()
+        def products():
+            with mx.stream(mx.new_stream(mx.cpu)):
+                while not stop.is_set():
+                    mx.eval((a @ a).sum(), (a @ v).sum(), mx.linalg.inv(q).sum())
+        workers = [threading.Thread(target=products) for _ in range(2)]
+        for w in workers:
+            w.start()
+        expected = ((a @ v).sum().item(), mx.linalg.inv(q).sum().item())
+        try:
+            for trial in range(60):
+                pid = os.fork()
+                if pid == 0:
+                    got = ((a @ v).sum().item(), mx.linalg.inv(q).sum().item())
+                    os._exit(0 if got == expected else 1)
+                _, status = os.waitpid(pid, 0)
+                assert os.waitstatus_to_exitcode(status) == 0, trial
+        finally:
+            stop.set()
+            for w in workers:
+                w.join()
+        print("done")
+    """
+    try:
+        r = _run_python(code, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a child forked while another thread ran OpenBLAS hung")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done", r.stdout + r.stderr
+
+
+@pytest.mark.loom_only
 def test_interpreter_exit_with_daemon_threads_doing_matmuls():
     # Exit while daemon threads run products must end with status 0 (with
     # OpenBLAS's own threads it could wait forever for them).

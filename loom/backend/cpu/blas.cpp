@@ -1,6 +1,7 @@
 #include "loom/backend/cpu/blas.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -146,10 +147,29 @@ void close_at_exit() {
   }
 }
 
+// Held across fork(), from before the calls in flight are waited for: no
+// call starts in between. The waiting holds no lock a call needs (a bracket
+// takes none), so it cannot deadlock with the other fork handlers.
+std::mutex g_fork_gate;
+
+void drain_before_fork() {
+  g_fork_gate.lock();
+  while (g_in_flight.load() > 0) std::this_thread::yield();
+}
+void reopen_after_fork() { g_fork_gate.unlock(); }
+
+[[maybe_unused]] const bool fork_gate_registered = [] {
+  pthread_atfork(&drain_before_fork, &reopen_after_fork, &reopen_after_fork);
+  return true;
+}();
+
 } // namespace
 
 InFlight::InFlight() {
-  g_in_flight.fetch_add(1);
+  {
+    const std::lock_guard<std::mutex> gate(g_fork_gate);
+    g_in_flight.fetch_add(1);
+  }
   if (g_closing.load()) {
     g_in_flight.fetch_sub(1);
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));

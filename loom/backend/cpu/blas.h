@@ -102,11 +102,16 @@ struct Library {
 // run on the calling thread.
 const Library& library();
 
-// Brackets a call into OpenBLAS made by a thread that may still be running
-// when the process exits (a Python daemon thread's product). OpenBLAS's own
-// destructor frees the buffers its GEMM packs into; libloom's exit handler
-// (which runs before it) waits for the calls in flight, and a call that
-// starts after it parks its thread for good instead of touching freed memory.
+// Brackets calls into OpenBLAS; the bracket must take no Loom lock inside it.
+// Exit: a thread may still be running when the process exits (a Python
+// daemon thread's product). OpenBLAS's own destructor frees the buffers its
+// GEMM packs into; libloom's exit handler (which runs before it) waits for
+// the calls in flight, and a call that starts after it parks its thread for
+// good instead of touching freed memory.
+// Fork: OpenBLAS takes an internal lock to hand out its packing buffers; a
+// fork() while another thread held it left the child hanging in its first
+// product. fork() waits for the calls in flight, and none starts until the
+// child and parent are apart.
 class InFlight {
  public:
   InFlight();

@@ -37,10 +37,17 @@ const cpu::blas::Lapack<T>& lapack() {
 // Square matrices at or below this size run one per pool task.
 constexpr int kSmallMatrix = 96;
 
+// Every LAPACK call runs inside `body`, bracketed by blas::InFlight (exit and
+// fork wait for it). The bracket holds no Loom lock: outputs are allocated and
+// inputs made contiguous before, outside it (see blas.h).
 void for_each_matrix(int64_t count, int n, const std::function<void(int64_t, int64_t)>& body) {
   if (count > 1 && n <= kSmallMatrix && cpu::num_threads() > 1) {
-    cpu::parallel_for(count, 1, [&](size_t b, size_t e) { body(b, e); });
+    cpu::parallel_for(count, 1, [&](size_t b, size_t e) {
+      const cpu::blas::InFlight lapack_calls;
+      body(b, e);
+    });
   } else {
+    const cpu::blas::InFlight lapack_calls;
     body(0, count);
   }
 }
@@ -122,7 +129,6 @@ void dispatch_inexact(Dtype d, const char* prim, F&& f) {
 // --- LU ------------------------------------------------------------------------
 
 void LUF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int m = a.shape(-2);
   const int n = a.shape(-1);
@@ -175,7 +181,6 @@ void LUF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- Inverse -------------------------------------------------------------------
 
 void Inverse::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   array& out = outputs[0];
   copy_into(inputs[0], out);
   const int n = out.shape(-1);
@@ -219,7 +224,6 @@ void Inverse::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
 // --- Cholesky ------------------------------------------------------------------
 
 void Cholesky::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   array& out = outputs[0];
   copy_into(inputs[0], out);
   const int n = out.shape(-1);
@@ -246,7 +250,6 @@ void Cholesky::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
 // --- QR ------------------------------------------------------------------------
 
 void QRF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int m = a.shape(-2);
   const int n = a.shape(-1);
@@ -301,7 +304,6 @@ void QRF::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- SVD -----------------------------------------------------------------------
 
 void SVD::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int m = a.shape(-2);
   const int n = a.shape(-1);
@@ -398,7 +400,6 @@ void SVD::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- Eigh ----------------------------------------------------------------------
 
 void Eigh::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int n = a.shape(-1);
   for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
@@ -452,7 +453,6 @@ void Eigh::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
 // --- Eig -----------------------------------------------------------------------
 
 void Eig::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const int n = a.shape(-1);
   for (auto& o : outputs) o.set_data(allocator::allocate(o.nbytes()));
@@ -528,7 +528,6 @@ void Eig::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs
 // --- Solve ---------------------------------------------------------------------
 
 void Solve::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const cpu::blas::InFlight lapack_call; // see blas.h: exit waits for it
   const array& a = inputs[0];
   const array& bm = inputs[1];
   array& out = outputs[0];
