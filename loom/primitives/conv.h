@@ -7,8 +7,10 @@
 // of the same primitive, so gradients of any order follow.
 #pragma once
 
+#include <functional>
 #include <vector>
 
+#include "loom/primitives/fast.h"
 #include "loom/primitives/primitive.h"
 
 namespace loom {
@@ -46,6 +48,55 @@ class Convolution : public Primitive {
  private:
   ConvParams p_;
 };
+
+// A gradient of a Convolution with parameters `params()` as one node, so that
+// a backend with dedicated kernels runs it as such (the CUDA backend: cuDNN's
+// backward-data and backward-filter convolutions). Its definition is the
+// formulation as convolutions of the primitive above that Convolution::vjp
+// built before these nodes existed (the composite): the CPU evaluates that
+// composite op by op, the same kernels on the same views, so its results are
+// those bits; vjp, jvp and vmap go through it (gradients of any order), and
+// the CUDA backend runs it when cuDNN declines. `target` is the gradient's
+// shape: the weight's, or the input's.
+class ConvolutionGrad : public FastPrimitive {
+ public:
+  ConvolutionGrad(Stream stream, ConvParams params, Shape target)
+      : FastPrimitive(stream), p_(std::move(params)), target_(std::move(target)) {}
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  PrimitiveState state() const override;
+
+  const ConvParams& params() const { return p_; }
+  const Shape& target() const { return target_; }
+
+ protected:
+  ConvParams p_;
+  Shape target_;
+};
+
+// dL/dw of y = conv(x, w) from inputs (x, dL/dy); target: w's shape.
+class ConvolutionWeightGrad : public ConvolutionGrad {
+ public:
+  using ConvolutionGrad::ConvolutionGrad;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> composite(const std::vector<array>& inputs) const override;
+  const char* name() const override { return "ConvolutionWeightGrad"; }
+};
+
+// dL/dx of y = conv(x, w) from inputs (dL/dy, w); target: x's shape.
+class ConvolutionInputGrad : public ConvolutionGrad {
+ public:
+  using ConvolutionGrad::ConvolutionGrad;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> composite(const std::vector<array>& inputs) const override;
+  const char* name() const override { return "ConvolutionInputGrad"; }
+};
+
+// Evaluates the nodes of `roots` not yet evaluated, inputs first (an
+// iterative walk), each by `eval` on the calling thread, bypassing the
+// scheduler: how a kernel runs a composite it built from its own inputs.
+using InlineEval = std::function<void(Primitive&, const std::vector<array>&, std::vector<array>&)>;
+void evaluate_inline(const std::vector<array>& roots, const InlineEval& eval);
 
 // Output shape for an input and weight already validated by the ops; every
 // vector in `p` has one entry per spatial axis.
