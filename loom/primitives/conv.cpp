@@ -13,6 +13,7 @@
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/shape.h"
+#include "loom/scheduler/stream_borrow.h"
 
 namespace loom {
 
@@ -300,6 +301,15 @@ PrimitiveState ConvolutionGrad::state() const {
   return st;
 }
 
+array ConvolutionGrad::run_composite(const std::vector<array>& inputs,
+                                     const InlineEval& eval) const {
+  // The thread evaluating this node may not own its stream (a worker).
+  scheduler::StreamBorrow borrow(stream());
+  std::vector<array> r = composite(inputs);
+  evaluate_inline(r, eval);
+  return r[0];
+}
+
 std::vector<Shape> ConvolutionWeightGrad::output_shapes(const std::vector<array>& inputs) {
   // (O, K..., Cg): the channels from the inputs, the kernel's extent kept.
   Shape out = target_;
@@ -358,12 +368,14 @@ void evaluate_inline(const std::vector<array>& roots, const InlineEval& eval) {
   while (!stack.empty()) {
     auto [a, expanded] = stack.back();
     stack.pop_back();
-    if (a.is_available() || !a.has_node()) continue;
+    // Only the composite's own nodes are unscheduled: the inputs it was built
+    // from are evaluated, or queued on a stream (a GPU input's kernels).
+    if (a.status() != Status::unscheduled || !a.has_node()) continue;
     const std::shared_ptr<Node> node = a.node();
     if (!expanded) {
       stack.emplace_back(a, true);
       for (const array& in : node->inputs) {
-        if (!in.is_available()) stack.emplace_back(in, false);
+        if (in.status() == Status::unscheduled) stack.emplace_back(in, false);
       }
       continue;
     }

@@ -49,6 +49,12 @@ class Convolution : public Primitive {
   ConvParams p_;
 };
 
+// Evaluates the unscheduled nodes under `roots`, inputs first (an iterative
+// walk), each by `eval` on the calling thread, bypassing the scheduler: how a
+// kernel runs a composite it built from its own (evaluated) inputs.
+using InlineEval = std::function<void(Primitive&, const std::vector<array>&, std::vector<array>&)>;
+void evaluate_inline(const std::vector<array>& roots, const InlineEval& eval);
+
 // A gradient of a Convolution with parameters `params()` as one node, so that
 // a backend with dedicated kernels runs it as such (the CUDA backend: cuDNN's
 // backward-data and backward-filter convolutions). Its definition is the
@@ -68,6 +74,9 @@ class ConvolutionGrad : public FastPrimitive {
 
   const ConvParams& params() const { return p_; }
   const Shape& target() const { return target_; }
+  // The composite of `inputs`, built on this node's stream from the thread
+  // running it and evaluated there by `eval`.
+  array run_composite(const std::vector<array>& inputs, const InlineEval& eval) const;
 
  protected:
   ConvParams p_;
@@ -91,12 +100,6 @@ class ConvolutionInputGrad : public ConvolutionGrad {
   std::vector<array> composite(const std::vector<array>& inputs) const override;
   const char* name() const override { return "ConvolutionInputGrad"; }
 };
-
-// Evaluates the nodes of `roots` not yet evaluated, inputs first (an
-// iterative walk), each by `eval` on the calling thread, bypassing the
-// scheduler: how a kernel runs a composite it built from its own inputs.
-using InlineEval = std::function<void(Primitive&, const std::vector<array>&, std::vector<array>&)>;
-void evaluate_inline(const std::vector<array>& roots, const InlineEval& eval);
 
 // Output shape for an input and weight already validated by the ops; every
 // vector in `p` has one entry per spatial axis.
