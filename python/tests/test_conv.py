@@ -603,6 +603,21 @@ def test_gradient_export_round_trip(tmp_path):
         check(got, np.array(want))
 
 
+@pytest.mark.loom_only  # export_mlxfn is Loom's
+@pytest.mark.parametrize("flip", [False, True])
+def test_gradient_export_mlxfn_round_trip(tmp_path, flip):
+    # The gradient nodes are written as their composite (MLX has no such nodes).
+    x = mx.array(data((2, 8, 7, 4), 54))
+    w = mx.array(data((6, 3, 2, 2), 55))
+    g = mx.grad(lambda a, b: mx.sum(mx.conv_general(a, b, stride=(2, 1), padding=1, groups=2,
+                                                    flip=flip) ** 2), argnums=(0, 1))
+    path = str(tmp_path / "g.mlxfn")
+    mx.export_mlxfn(path, g, x, w)
+    f = mx.import_function(path)
+    for got, want in zip(f(x, w), g(x, w)):
+        check(got, np.array(want))
+
+
 # --- torch, when installed -------------------------------------------------------
 
 
