@@ -9,6 +9,8 @@
 #include "loom/primitives/conv.h"
 
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include "loom/ops/creation.h"
 #include "loom/ops/elementwise.h"
@@ -310,35 +312,45 @@ array ConvolutionGrad::run_composite(const std::vector<array>& inputs,
   return r[0];
 }
 
-std::vector<Shape> ConvolutionWeightGrad::output_shapes(const std::vector<array>& inputs) {
-  // (O, K..., Cg): the channels from the inputs, the kernel's extent kept.
-  Shape out = target_;
-  out.front() = inputs[1].shape(-1);
-  out.back() = inputs[0].shape(-1) / p_.groups;
-  return {out};
+namespace {
+
+void check_cotangent(const char* name, const Shape& xs, const Shape& ws, const Shape& cot,
+                     const ConvParams& p) {
+  const Shape want = conv_output_shape(xs, ws, p);
+  if (cot != want) {
+    throw std::invalid_argument(std::string("[") + name + "] The cotangent has shape " +
+                                shape_to_string(cot) + " where the convolution of an input " +
+                                shape_to_string(xs) + " and a weight " + shape_to_string(ws) +
+                                " has " + shape_to_string(want) + ".");
+  }
 }
 
-std::vector<array> ConvolutionWeightGrad::composite(const std::vector<array>& inputs) const {
+} // namespace
+
+Shape ConvolutionWeightGrad::gradient_shape(const std::vector<array>& inputs) const {
+  // (O, K..., Cg).
   Shape ws = target_;
   ws.front() = inputs[1].shape(-1);
   ws.back() = inputs[0].shape(-1) / p_.groups;
-  return {weight_grad_composite(inputs[0], inputs[1], p_, ws, stream())};
+  check_cotangent(name(), inputs[0].shape(), ws, inputs[1].shape(), p_);
+  return ws;
 }
 
-std::vector<Shape> ConvolutionInputGrad::output_shapes(const std::vector<array>& inputs) {
-  // (N, S..., C): batch and channels from the inputs, the input's extent kept
-  // (a strided convolution's output does not determine it).
-  Shape out = target_;
-  out.front() = inputs[0].shape(0);
-  out.back() = inputs[1].shape(-1) * p_.groups;
-  return {out};
+std::vector<array> ConvolutionWeightGrad::composite(const std::vector<array>& inputs) const {
+  return {weight_grad_composite(inputs[0], inputs[1], p_, gradient_shape(inputs), stream())};
 }
 
-std::vector<array> ConvolutionInputGrad::composite(const std::vector<array>& inputs) const {
+Shape ConvolutionInputGrad::gradient_shape(const std::vector<array>& inputs) const {
+  // (N, S..., C).
   Shape xs = target_;
   xs.front() = inputs[0].shape(0);
   xs.back() = inputs[1].shape(-1) * p_.groups;
-  return {input_grad_composite(inputs[0], inputs[1], p_, xs, stream())};
+  check_cotangent(name(), xs, inputs[1].shape(), inputs[0].shape(), p_);
+  return xs;
+}
+
+std::vector<array> ConvolutionInputGrad::composite(const std::vector<array>& inputs) const {
+  return {input_grad_composite(inputs[0], inputs[1], p_, gradient_shape(inputs), stream())};
 }
 
 namespace {

@@ -70,10 +70,18 @@ class ConvolutionGrad : public FastPrimitive {
       : FastPrimitive(stream), p_(std::move(params)), target_(std::move(target)) {}
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {gradient_shape(inputs)};
+  }
   PrimitiveState state() const override;
 
   const ConvParams& params() const { return p_; }
   const Shape& target() const { return target_; }
+  // The gradient's shape for `inputs`: batch and channels from them, the
+  // spatial extent from `target` (a strided convolution's output does not
+  // determine its input's). Raises when the cotangent is not the shape of
+  // the convolution's output (inputs a shapeless trace froze apart).
+  virtual Shape gradient_shape(const std::vector<array>& inputs) const = 0;
   // The composite of `inputs`, built on this node's stream from the thread
   // running it and evaluated there by `eval`.
   array run_composite(const std::vector<array>& inputs, const InlineEval& eval) const;
@@ -87,7 +95,7 @@ class ConvolutionGrad : public FastPrimitive {
 class ConvolutionWeightGrad : public ConvolutionGrad {
  public:
   using ConvolutionGrad::ConvolutionGrad;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  Shape gradient_shape(const std::vector<array>& inputs) const override;
   std::vector<array> composite(const std::vector<array>& inputs) const override;
   const char* name() const override { return "ConvolutionWeightGrad"; }
 };
@@ -96,7 +104,7 @@ class ConvolutionWeightGrad : public ConvolutionGrad {
 class ConvolutionInputGrad : public ConvolutionGrad {
  public:
   using ConvolutionGrad::ConvolutionGrad;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  Shape gradient_shape(const std::vector<array>& inputs) const override;
   std::vector<array> composite(const std::vector<array>& inputs) const override;
   const char* name() const override { return "ConvolutionInputGrad"; }
 };

@@ -7,6 +7,7 @@ every input position through every tap (an independent formulation)."""
 
 import gc
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -616,6 +617,21 @@ def test_gradient_export_mlxfn_round_trip(tmp_path, flip):
     f = mx.import_function(path)
     for got, want in zip(f(x, w), g(x, w)):
         check(got, np.array(want))
+
+
+@pytest.mark.loom_only  # MLX 0.32.4's shapeless trace of this gradient is another matter
+def test_gradient_nodes_refuse_a_cotangent_of_another_shape():
+    # A shapeless trace freezes the cotangent's broadcast to the traced batch:
+    # replayed with another batch, the gradient nodes raise (before reading
+    # memory that is not there) rather than compute.
+    w = mx.array(data((8, 3, 3, 4), 56))
+    f = mx.compile(lambda a, b: mx.grad(lambda b: mx.conv2d(a, b, stride=2, padding=1).sum())(b),
+                   shapeless=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f(mx.array(data((4, 12, 12, 4), 57)), w)
+        with pytest.raises(ValueError, match="cotangent has shape"):
+            mx.eval(f(mx.array(data((6, 12, 12, 4), 58)), w))
 
 
 # --- torch, when installed -------------------------------------------------------

@@ -203,6 +203,7 @@ bool conv_grad_kernel(Primitive& prim, const std::vector<array>& inputs,
   if (grad == nullptr) return false;
   const bool weight = dynamic_cast<ConvolutionWeightGrad*>(&prim) != nullptr;
   const ConvParams& p = grad->params();
+  grad->gradient_shape(inputs); // raises for inputs of disagreeing shapes
   array& out = outputs[0];
   const Dtype d = out.dtype();
   const bool typed = (d == float32 || d == float64 || d == float16 || d == bfloat16) &&
