@@ -215,8 +215,13 @@ bool conv_grad_kernel(Primitive& prim, const std::vector<array>& inputs,
     const char* v = std::getenv("LOOM_CUDNN_BACKWARD");
     return v == nullptr || std::string(v) != "0";
   }();
-  if (backward && typed && nd >= 1 && nd <= 3 && out.size() > 0 && inputs[0].size() > 0 &&
-      inputs[1].size() > 0) {
+  // Forms cuDNN cannot take are known before any operand is laid out.
+  bool expressible = backward && typed && nd >= 1 && nd <= 3 && out.size() > 0 &&
+                     inputs[0].size() > 0 && inputs[1].size() > 0 && cudnn_available();
+  for (int i = 0; expressible && i < nd; ++i) {
+    expressible = p.input_dilation[i] == 1 && p.padding_lo[i] >= 0;
+  }
+  if (expressible) {
     // The forward's shapes: x, w and y = dy.
     const Shape& xs = weight ? inputs[0].shape() : out.shape();
     const Shape& ws = weight ? out.shape() : inputs[1].shape();

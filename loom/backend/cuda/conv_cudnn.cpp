@@ -323,6 +323,8 @@ bool run(Direction dir, const ConvParams& p, const Shape& xs, const Shape& ws, c
     if (auto it = plans.find(key); it != plans.end()) plan = it->second;
   }
   if (plan.algo < 0) {
+    // cuDNN 9 loads a family's sub-library on its first call.
+    LibraryLoad loading;
     AlgoPerf perf[16];
     int returned = 0;
     Status st;
