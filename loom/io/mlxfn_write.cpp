@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "loom/io/export.h"
+#include "loom/primitives/fast.h"
 
 namespace loom::io::mlxw {
 
@@ -39,6 +40,10 @@ using compile_detail::Graph;
 using compile_detail::GraphNode;
 using compile_detail::ValueRef;
 using namespace mlxw;
+
+std::vector<MlxNode> composite_nodes(const FastPrimitive& p, const std::vector<uint64_t>& in,
+                                     const std::vector<Shape>& in_shapes,
+                                     const std::vector<Dtype>& in_dtypes);
 
 // The MLX entries computing Loom node `n` on the MLX values `in`, each
 // reading the one before it; the last one's output is the node's output.
@@ -285,11 +290,82 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
     // MLX's isnan is x != x.
     m.name = "NotEqual";
     m.inputs = {in[0], in[0]};
+  } else if (auto* fast = dynamic_cast<const FastPrimitive*>(n.primitive.get())) {
+    // A fused node MLX has no counterpart of (the convolution gradients):
+    // its composite, node by node.
+    return composite_nodes(*fast, in, in_shapes, in_dtypes);
   } else {
     cannot(name, "the .mlxfn writer does not map it (see docs/export.md for the list)");
   }
   m.state = o.s;
   return {m};
+}
+
+// `p`'s composite built on placeholders of the node's inputs, its nodes
+// (inputs first: an iterative walk) translated one by one, their entries
+// renumbered into one composite.
+std::vector<MlxNode> composite_nodes(const FastPrimitive& p, const std::vector<uint64_t>& in,
+                                     const std::vector<Shape>& in_shapes,
+                                     const std::vector<Dtype>& in_dtypes) {
+  std::unordered_map<const ArrayDesc*, uint64_t> ids;
+  std::vector<array> placeholders;
+  for (size_t k = 0; k < in.size(); ++k) {
+    placeholders.push_back(array::empty(in_shapes[k], in_dtypes[k]));
+    ids[placeholders.back().id()] = in[k];
+  }
+  const std::vector<array> outs = p.composite(placeholders);
+  if (outs.size() != 1) cannot(p.name(), "composites of several outputs are not mapped yet");
+  std::vector<MlxNode> entries;
+  std::vector<std::pair<array, bool>> stack{{outs[0], false}};
+  while (!stack.empty()) {
+    auto [a, expanded] = stack.back();
+    stack.pop_back();
+    if (ids.count(a.id()) != 0) continue;
+    if (!a.has_node()) cannot(p.name(), "its composite holds a constant");
+    const Node& node = *a.node();
+    if (!expanded) {
+      stack.emplace_back(a, true);
+      for (const array& i : node.inputs) {
+        if (ids.count(i.id()) == 0) stack.emplace_back(i, false);
+      }
+      continue;
+    }
+    if (node.output_shapes.size() > 1)
+      cannot(p.name(), "its composite has a node of several outputs");
+    GraphNode g{node.primitive, {}, {a.shape()}, {a.dtype()}};
+    // translate sees its arguments as tokens (kArg | k): its result then
+    // tells them apart from its own kLocal references, which move past the
+    // entries already here, while a token becomes the argument's id.
+    constexpr uint64_t kArg = uint64_t(1) << 62;
+    std::vector<uint64_t> args, tokens;
+    std::vector<Shape> shapes;
+    std::vector<Dtype> dtypes;
+    for (const array& i : node.inputs) {
+      tokens.push_back(kArg | args.size());
+      args.push_back(ids.at(i.id()));
+      shapes.push_back(i.shape());
+      dtypes.push_back(i.dtype());
+    }
+    std::vector<MlxNode> sub = translate(g, tokens, shapes, dtypes);
+    // An entry without inputs reads the entry before it (write_trace): a
+    // nullary node cannot follow others.
+    if (!entries.empty() && !sub.empty() && sub[0].inputs.empty() && !sub[0].constant)
+      cannot(p.name(), "its composite has a node without inputs");
+    const uint64_t base = entries.size();
+    for (MlxNode& e : sub) {
+      for (uint64_t& r : e.inputs) {
+        if ((r & kLocal) != 0) {
+          r = kLocal | ((r & ~kLocal) + base);
+        } else if ((r & kArg) != 0) {
+          r = args.at(r & ~kArg);
+        }
+      }
+      entries.push_back(std::move(e));
+    }
+    ids[a.id()] = kLocal | (entries.size() - 1);
+  }
+  if (entries.empty()) cannot(p.name(), "its composite returns an input");
+  return entries;
 }
 
 void write_trace(Out& o, const ExportedTrace& t) {

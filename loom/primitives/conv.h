@@ -7,8 +7,10 @@
 // of the same primitive, so gradients of any order follow.
 #pragma once
 
+#include <functional>
 #include <vector>
 
+#include "loom/primitives/fast.h"
 #include "loom/primitives/primitive.h"
 
 namespace loom {
@@ -45,6 +47,66 @@ class Convolution : public Primitive {
 
  private:
   ConvParams p_;
+};
+
+// Evaluates the unscheduled nodes under `roots`, inputs first (an iterative
+// walk), each by `eval` on the calling thread, bypassing the scheduler: how a
+// kernel runs a composite it built from its own (evaluated) inputs.
+using InlineEval = std::function<void(Primitive&, const std::vector<array>&, std::vector<array>&)>;
+void evaluate_inline(const std::vector<array>& roots, const InlineEval& eval);
+
+// A gradient of a Convolution with parameters `params()` as one node, so that
+// a backend with dedicated kernels runs it as such (the CUDA backend: cuDNN's
+// backward-data and backward-filter convolutions). Its definition is the
+// formulation as convolutions of the primitive above that Convolution::vjp
+// built before these nodes existed (the composite): the CPU evaluates that
+// composite op by op, the same kernels on the same views, so its results are
+// those bits; vjp, jvp and vmap go through it (gradients of any order), and
+// the CUDA backend runs it when cuDNN declines. `target` is the gradient's
+// shape: the weight's, or the input's.
+class ConvolutionGrad : public FastPrimitive {
+ public:
+  ConvolutionGrad(Stream stream, ConvParams params, Shape target)
+      : FastPrimitive(stream), p_(std::move(params)), target_(std::move(target)) {}
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {gradient_shape(inputs)};
+  }
+  PrimitiveState state() const override;
+
+  const ConvParams& params() const { return p_; }
+  const Shape& target() const { return target_; }
+  // The gradient's shape for `inputs`: batch and channels from them, the
+  // spatial extent from `target` (a strided convolution's output does not
+  // determine its input's). Raises when the cotangent is not the shape of
+  // the convolution's output (inputs a shapeless trace froze apart).
+  virtual Shape gradient_shape(const std::vector<array>& inputs) const = 0;
+  // The composite of `inputs`, built on this node's stream from the thread
+  // running it and evaluated there by `eval`.
+  array run_composite(const std::vector<array>& inputs, const InlineEval& eval) const;
+
+ protected:
+  ConvParams p_;
+  Shape target_;
+};
+
+// dL/dw of y = conv(x, w) from inputs (x, dL/dy); target: w's shape.
+class ConvolutionWeightGrad : public ConvolutionGrad {
+ public:
+  using ConvolutionGrad::ConvolutionGrad;
+  Shape gradient_shape(const std::vector<array>& inputs) const override;
+  std::vector<array> composite(const std::vector<array>& inputs) const override;
+  const char* name() const override { return "ConvolutionWeightGrad"; }
+};
+
+// dL/dx of y = conv(x, w) from inputs (dL/dy, w); target: x's shape.
+class ConvolutionInputGrad : public ConvolutionGrad {
+ public:
+  using ConvolutionGrad::ConvolutionGrad;
+  Shape gradient_shape(const std::vector<array>& inputs) const override;
+  std::vector<array> composite(const std::vector<array>& inputs) const override;
+  const char* name() const override { return "ConvolutionInputGrad"; }
 };
 
 // Output shape for an input and weight already validated by the ops; every

@@ -13,6 +13,7 @@
 #include "loom/device.h"
 #include "loom/scheduler/backend.h"
 #include "loom/scheduler/scheduler.h"
+#include "loom/scheduler/stream_borrow.h"
 #include "loom/stream.h"
 
 namespace loom {
@@ -71,6 +72,9 @@ struct ThreadStreams {
 };
 
 thread_local ThreadStreams t_streams;
+
+// The stream this thread borrowed (StreamBorrow), or -1.
+thread_local int t_borrowed = -1;
 
 void ThreadStreams::destroy() {
   std::vector<std::unique_ptr<StreamState>> dying;
@@ -166,6 +170,7 @@ void set_default_stream(Stream s) {
 Stream new_stream(Device d) { return create_stream(d); }
 
 void check_stream_thread(const Stream& s) {
+  if (s.index == t_borrowed) return;
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.streams.find(s.index);
@@ -195,6 +200,12 @@ void synchronize() { synchronize(default_stream(default_device())); }
 void clear_streams() { t_streams.destroy(); }
 
 namespace scheduler {
+
+StreamBorrow::StreamBorrow(const Stream& stream) : previous_(t_borrowed) {
+  t_borrowed = stream.index;
+}
+
+StreamBorrow::~StreamBorrow() { t_borrowed = previous_; }
 
 std::shared_ptr<StreamWorker> worker_for(const Stream& stream) {
   auto& r = registry();

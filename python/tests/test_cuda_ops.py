@@ -381,6 +381,74 @@ def test_conv_gradients_match_cpu():
     close(to_np(gw), to_np(cw), 1e-4)
 
 
+# The gradient nodes (ConvolutionWeightGrad, ConvolutionInputGrad) run cuDNN's
+# backward filter / backward data where it takes the form and their composite
+# (im2col + GEMM convolutions) where it does not: input dilation, padding that
+# changes cuDNN's output size, negative padding.
+CONV_GRAD_CASES = [
+    dict(x=(2, 50, 6), w=(8, 5, 6), stride=2, padding=3, kernel_dilation=2),
+    dict(x=(2, 17, 19, 8), w=(12, 3, 3, 8), stride=1, padding=1),
+    dict(x=(3, 16, 16, 8), w=(8, 3, 3, 2), stride=2, padding=0, groups=4),
+    dict(x=(2, 10, 11, 8), w=(8, 3, 3, 1), stride=2, padding=1, groups=8),
+    dict(x=(2, 12, 11, 6), w=(8, 3, 3, 6), stride=2, padding=([1, 1], [0, 1]), flip=True),
+    dict(x=(2, 12, 11, 6), w=(8, 3, 2, 6), stride=(2, 1), padding=([2, 0], [0, 1])),
+    dict(x=(2, 12, 11, 6), w=(4, 3, 3, 6), stride=1, padding=([-1, 1], [1, -1])),
+    dict(x=(2, 9, 9, 16), w=(32, 1, 1, 16), stride=1, padding=0),
+    dict(x=(2, 9, 9, 16), w=(8, 1, 1, 16), stride=2, padding=0),
+    dict(x=(1, 6, 7, 8, 4), w=(5, 2, 3, 2, 4), stride=(1, 2, 1), padding=1,
+         kernel_dilation=(1, 1, 2)),
+    dict(x=(2, 7, 8, 4), w=(6, 3, 3, 4), stride=1, padding=2, input_dilation=2),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", range(len(CONV_GRAD_CASES)))
+def test_conv_gradient_forms_match_cpu(dtype, case):
+    kw = dict(CONV_GRAD_CASES[case])
+    x, w = rand(kw.pop("x"), 20 + case, dtype), rand(kw.pop("w"), 40 + case, dtype)
+    shape = mx.conv_general(x, w, **kw, stream=mx.cpu).shape
+    cot = rand(shape, 60 + case, dtype)
+
+    def grads(s):
+        f = lambda a, b: mx.conv_general(a, b, **kw, stream=s)
+        return mx.vjp(f, [x, w], [cot])[1]
+
+    for g, c in zip(grads(mx.gpu), grads(mx.cpu)):
+        mx.eval(g, c)
+        assert g.shape == c.shape and g.dtype == c.dtype
+        close(to_np(g), to_np(c), {"float32": 1e-4, "bfloat16": 3e-2}[dtype])
+
+
+def test_conv_gradient_float64_and_second_order_match_cpu():
+    x, w = rand((2, 9, 10, 4), 70), rand((6, 3, 3, 2), 71)
+    x64, w64 = x.astype(mx.float64), w.astype(mx.float64)
+
+    def loss(s, a, b):
+        return (mx.conv2d(a, b, stride=2, padding=1, groups=2, stream=s) ** 2).sum(stream=s)
+
+    g = mx.grad(lambda a, b: loss(mx.gpu, a, b), argnums=(0, 1))(x64, w64)
+    c = mx.grad(lambda a, b: loss(mx.cpu, a, b), argnums=(0, 1))(x64, w64)
+    for a, b in zip(g, c):
+        close(np.array(a), np.array(b), 1e-10)
+    # Gradients of the gradient nodes (their composite's), on the device.
+    def gg(s):
+        inner = mx.grad(lambda a, b: loss(s, a, b), argnums=1)
+        return mx.grad(lambda a: (inner(a, w) ** 2).sum(stream=s))(x)
+    close(to_np(gg(mx.gpu)), to_np(gg(mx.cpu)), 1e-4)
+
+
+@pytest.mark.loom_only
+def test_conv_gradients_with_and_without_cudnn_agree():
+    # LOOM_CUDNN=0: every gradient node runs its composite; both must match the CPU.
+    for flag in ("1", "0"):
+        env = dict(os.environ, LOOM_CUDNN=flag)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            os.path.abspath(__file__) + "::test_conv_gradient_forms_match_cpu"],
+                           env=env, capture_output=True, text=True, timeout=600,
+                           cwd=os.path.dirname(os.path.abspath(__file__)))
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
 # --- mx.fast.cross_entropy ----------------------------------------------------
 
 

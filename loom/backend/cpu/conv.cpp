@@ -385,4 +385,12 @@ void Convolution::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
   });
 }
 
+// The composite, op by op: the same kernels on the same views as the graph
+// Convolution::vjp built before the gradient nodes, so the same bits.
+void ConvolutionGrad::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  outputs[0].copy_shared_buffer(
+      run_composite(inputs, [](Primitive& p, const std::vector<array>& in,
+                               std::vector<array>& out) { p.eval_cpu(in, out); }));
+}
+
 } // namespace loom

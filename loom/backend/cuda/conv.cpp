@@ -14,9 +14,12 @@
 // float64, float16 and bfloat16 (accumulating in float32). When a cuDNN 9
 // library loads (conv_cudnn.cpp), the forms it expresses exactly go to it
 // first; this path serves the rest (input dilation, uneven padding, 1x1).
+// The gradient nodes go to cuDNN's backward kernels, or else run their
+// composite, whose convolutions come here.
 #include "loom/primitives/conv.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "loom/backend/cuda/codegen.h"
@@ -190,8 +193,62 @@ bool conv_kernel(Primitive& prim, const std::vector<array>& inputs, std::vector<
   return ok;
 }
 
+// A gradient node (ConvolutionWeightGrad, ConvolutionInputGrad): cuDNN's
+// backward filter or backward data when it takes the form, else its
+// composite (the convolutions above, with the copies that lay out their
+// operands), op by op on this stream.
+bool conv_grad_kernel(Primitive& prim, const std::vector<array>& inputs,
+                      std::vector<array>& outputs, cudaStream_t s) {
+  auto* grad = dynamic_cast<ConvolutionGrad*>(&prim);
+  if (grad == nullptr) return false;
+  const bool weight = dynamic_cast<ConvolutionWeightGrad*>(&prim) != nullptr;
+  const ConvParams& p = grad->params();
+  grad->gradient_shape(inputs); // raises for inputs of disagreeing shapes
+  array& out = outputs[0];
+  const Dtype d = out.dtype();
+  const bool typed = (d == float32 || d == float64 || d == float16 || d == bfloat16) &&
+                     inputs[0].dtype() == d && inputs[1].dtype() == d;
+  const int nd = out.ndim() - 2;
+  // LOOM_CUDNN_BACKWARD=0 runs the composite always (the path before these
+  // nodes existed, with cuDNN's forward where it takes a form): an A/B switch.
+  static const bool backward = [] {
+    const char* v = std::getenv("LOOM_CUDNN_BACKWARD");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  // Forms cuDNN cannot take are known before any operand is laid out.
+  bool expressible = backward && typed && nd >= 1 && nd <= 3 && out.size() > 0 &&
+                     inputs[0].size() > 0 && inputs[1].size() > 0 && cudnn_available();
+  for (int i = 0; expressible && i < nd; ++i) {
+    expressible = p.input_dilation[i] == 1 && p.padding_lo[i] >= 0;
+  }
+  if (expressible) {
+    // The forward's shapes: x, w and y = dy.
+    const Shape& xs = weight ? inputs[0].shape() : out.shape();
+    const Shape& ws = weight ? out.shape() : inputs[1].shape();
+    const Shape& ys = weight ? inputs[1].shape() : inputs[0].shape();
+    auto& pool = device_pool(current_device());
+    allocator::Buffer ta{nullptr, 0}, tb{nullptr, 0};
+    const void* a = dense_data(inputs[0], ta, s);
+    const void* b = dense_data(inputs[1], tb, s);
+    void* r = alloc_output(out);
+    const bool ran = weight ? cudnn_conv_backward_filter(p, xs, ws, ys, d, a, b, r, s)
+                            : cudnn_conv_backward_data(p, xs, ws, ys, d, a, b, r, s);
+    if (ta.ptr != nullptr) pool.free(ta);
+    if (tb.ptr != nullptr) pool.free(tb);
+    if (ran) return true;
+  }
+  out.copy_shared_buffer(
+      grad->run_composite(inputs, [](Primitive& op, const std::vector<array>& in,
+                                     std::vector<array>& outs) { eval_primitive(op, in, outs); }));
+  return true;
+}
+
 struct Registration {
-  Registration() { register_kernel(typeid(Convolution), &conv_kernel); }
+  Registration() {
+    register_kernel(typeid(Convolution), &conv_kernel);
+    register_kernel(typeid(ConvolutionWeightGrad), &conv_grad_kernel);
+    register_kernel(typeid(ConvolutionInputGrad), &conv_grad_kernel);
+  }
 } registration;
 
 } // namespace

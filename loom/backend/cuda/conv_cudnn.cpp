@@ -1,7 +1,7 @@
-// Convolution forward through cuDNN's convolution API, loaded with dlopen on
-// first use (Loom links no CUDA library but the runtime). cuDNN takes
-// channels-last tensors (given by their strides) and filters in KRSC order,
-// which is the layout Loom's Convolution already has: nothing is transposed.
+// Convolution forward, backward data and backward filter through cuDNN's
+// convolution API, loaded with dlopen on first use (Loom links no CUDA library but the runtime).
+// cuDNN takes channels-last tensors (given by their strides) and filters in KRSC order, which is
+// the layout Loom's Convolution already has: nothing is transposed.
 //
 // The library is looked for at LOOM_CUDNN_PATH (a file or its folder; the
 // Python package points it at the nvidia-cudnn wheel that PyTorch and JAX
@@ -10,7 +10,8 @@
 // documented enum values, so that Loom builds without cuDNN's headers.
 //
 // The algorithm is cuDNN's heuristic first choice that fits the workspace
-// cap (what PyTorch does without benchmark mode), cached per geometry.
+// cap (what PyTorch does without benchmark mode), cached per geometry and
+// direction.
 #include "loom/backend/cuda/conv_cudnn.h"
 
 #include <dlfcn.h>
@@ -41,8 +42,8 @@ constexpr int kFormatNhwc = 1;
 constexpr int kDefaultMath = 0, kTensorOpMath = 1, kFmaMath = 3;
 constexpr int kConvolution = 0, kCrossCorrelation = 1;
 
-// cudnnConvolutionFwdAlgoPerf_t.
-struct FwdAlgoPerf {
+// cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t, which share a layout.
+struct AlgoPerf {
   int algo;
   Status status;
   float time;
@@ -69,17 +70,33 @@ struct Library {
   Status (*destroy_conv)(ConvDesc) = nullptr;
   Status (*output_dims)(ConvDesc, TensorDesc, FilterDesc, int, int*) = nullptr;
   Status (*algorithms)(Handle, TensorDesc, FilterDesc, ConvDesc, TensorDesc, int, int*,
-                       FwdAlgoPerf*) = nullptr;
-  Status (*workspace)(Handle, TensorDesc, FilterDesc, ConvDesc, TensorDesc, int,
-                      size_t*) = nullptr;
-  Status (*forward)(Handle, const void*, TensorDesc, const void*, FilterDesc, const void*,
-                    ConvDesc, int, void*, size_t, const void*, TensorDesc, void*) = nullptr;
+                       AlgoPerf*) = nullptr;
+  Status (*workspace)(Handle, TensorDesc, FilterDesc, ConvDesc, TensorDesc, int, size_t*) = nullptr;
+  Status (*forward)(Handle, const void*, TensorDesc, const void*, FilterDesc, const void*, ConvDesc,
+                    int, void*, size_t, const void*, TensorDesc, void*) = nullptr;
+  // Backward data: (w, dy) -> dx.
+  Status (*data_algorithms)(Handle, FilterDesc, TensorDesc, ConvDesc, TensorDesc, int, int*,
+                            AlgoPerf*) = nullptr;
+  Status (*data_workspace)(Handle, FilterDesc, TensorDesc, ConvDesc, TensorDesc, int,
+                           size_t*) = nullptr;
+  Status (*backward_data)(Handle, const void*, FilterDesc, const void*, TensorDesc, const void*,
+                          ConvDesc, int, void*, size_t, const void*, TensorDesc, void*) = nullptr;
+  // Backward filter: (x, dy) -> dw.
+  Status (*filter_algorithms)(Handle, TensorDesc, TensorDesc, ConvDesc, FilterDesc, int, int*,
+                              AlgoPerf*) = nullptr;
+  Status (*filter_workspace)(Handle, TensorDesc, TensorDesc, ConvDesc, FilterDesc, int,
+                             size_t*) = nullptr;
+  Status (*backward_filter)(Handle, const void*, TensorDesc, const void*, TensorDesc, const void*,
+                            ConvDesc, int, void*, size_t, const void*, FilterDesc, void*) = nullptr;
 
   bool ok() const {
     return version && create && set_stream && create_tensor && set_tensor && destroy_tensor &&
-           create_filter && set_filter && destroy_filter && create_conv && set_conv &&
-           set_groups && set_math && destroy_conv && output_dims && algorithms && workspace &&
-           forward;
+           create_filter && set_filter && destroy_filter && create_conv && set_conv && set_groups &&
+           set_math && destroy_conv && output_dims && algorithms && workspace && forward;
+  }
+  bool has_backward() const {
+    return data_algorithms && data_workspace && backward_data && filter_algorithms &&
+           filter_workspace && backward_filter;
   }
 };
 
@@ -124,6 +141,12 @@ const Library& library() {
     bind(h, l.algorithms, "cudnnGetConvolutionForwardAlgorithm_v7");
     bind(h, l.workspace, "cudnnGetConvolutionForwardWorkspaceSize");
     bind(h, l.forward, "cudnnConvolutionForward");
+    bind(h, l.data_algorithms, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    bind(h, l.data_workspace, "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    bind(h, l.backward_data, "cudnnConvolutionBackwardData");
+    bind(h, l.filter_algorithms, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    bind(h, l.filter_workspace, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    bind(h, l.backward_filter, "cudnnConvolutionBackwardFilter");
     // The legacy convolution API these signatures describe is cuDNN 9's.
     if (!l.ok() || l.version() < 90000) l = Library{};
     return l;
@@ -192,17 +215,21 @@ constexpr size_t kWorkspaceCap = size_t{1} << 30;
 std::mutex plans_mutex;
 std::map<std::vector<long long>, Plan> plans;
 
-bool fits_int(long long v) { return v >= 0 && v <= 0x7fffffffLL; }
-
 } // namespace
 
 bool cudnn_available() { return library().ok(); }
 
-bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, const array& out,
-                        const void* xp, const void* wp, void* y, cudaStream_t s) {
+namespace {
+
+enum class Direction { forward, backward_data, backward_filter };
+
+// One convolution of the forward geometry (x (N, S..., C), w (O, K..., C/G),
+// y (N, out..., O)) in direction `dir`: y from (a, b) = (x, w), dx from
+// (w, dy), dw from (x, dy), written to `result`.
+bool run(Direction dir, const ConvParams& p, const Shape& xs, const Shape& ws, const Shape& ys,
+         Dtype d, const void* a, const void* b, void* result, cudaStream_t s) {
   const Library& lib = library();
-  if (!lib.ok()) return false;
-  const Dtype d = out.dtype();
+  if (!lib.ok() || (dir != Direction::forward && !lib.has_backward())) return false;
   int data_type, compute_type, math;
   if (d == float32) {
     data_type = compute_type = kFloat;
@@ -222,7 +249,7 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
   } else {
     return false;
   }
-  const int spatial = x.ndim() - 2;
+  const int spatial = static_cast<int>(xs.size()) - 2;
   // cuDNN's descriptors have 2 or 3 spatial axes: a 1-d convolution gets a
   // leading axis of 1.
   const int lead = spatial == 1 ? 1 : 0;
@@ -230,7 +257,8 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
   if (axes < 2 || axes > 3) return false;
   std::vector<int> xd{0, 0}, wd{0, 0}, yd{0, 0};
   std::vector<int> pad(axes, 0), stride(axes, 1), dil(axes, 1);
-  std::vector<long long> key{static_cast<long long>(d.val), p.groups, p.flip ? 1 : 0};
+  std::vector<long long> key{static_cast<long long>(dir), static_cast<long long>(d.val), p.groups,
+                             p.flip ? 1 : 0};
   for (int i = 0; i < lead; ++i) {
     xd.push_back(1);
     wd.push_back(1);
@@ -238,35 +266,20 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
   }
   for (int i = 0; i < spatial; ++i) {
     if (p.input_dilation[i] != 1 || p.padding_lo[i] < 0) return false;
-    if (!fits_int(x.shape(i + 1)) || !fits_int(w.shape(i + 1)) || !fits_int(out.shape(i + 1)))
-      return false;
-    xd.push_back(static_cast<int>(x.shape(i + 1)));
-    wd.push_back(static_cast<int>(w.shape(i + 1)));
-    yd.push_back(static_cast<int>(out.shape(i + 1)));
+    xd.push_back(static_cast<int>(xs[i + 1]));
+    wd.push_back(static_cast<int>(ws[i + 1]));
+    yd.push_back(static_cast<int>(ys[i + 1]));
     pad[lead + i] = p.padding_lo[i];
     stride[lead + i] = p.stride[i];
     dil[lead + i] = p.kernel_dilation[i];
   }
-  if (!fits_int(x.shape(0)) || !fits_int(x.shape(-1)) || !fits_int(out.shape(-1)) ||
-      !fits_int(w.shape(-1))) {
-    return false;
-  }
-  xd[0] = yd[0] = static_cast<int>(x.shape(0));
-  xd[1] = static_cast<int>(x.shape(-1));
-  yd[1] = wd[0] = static_cast<int>(out.shape(-1));
-  wd[1] = static_cast<int>(w.shape(-1));
-  // A kernel with more taps than the output has positions is a weight
-  // gradient (the VJP convolves the input with the output's cotangent):
-  // cuDNN's forward algorithms run it slower than im2col + one GEMM (H200,
-  // B32 56x56x64 3x3 fwd+bwd: 5.2 ms against 4.7).
-  long long taps = 1, positions = 1;
-  for (int i = 0; i < spatial; ++i) {
-    taps *= w.shape(i + 1);
-    positions *= out.shape(i + 1);
-  }
-  if (taps > positions) return false;
+  xd[0] = yd[0] = static_cast<int>(xs[0]);
+  xd[1] = static_cast<int>(xs.back());
+  yd[1] = wd[0] = static_cast<int>(ys.back());
+  wd[1] = static_cast<int>(ws.back());
   // cuDNN indexes its tensors with 32-bit offsets in most algorithms.
-  if (x.size() > 0x7fffffff || out.size() > 0x7fffffff || w.size() > 0x7fffffff) return false;
+  if (shape_size(xs) > 0x7fffffff || shape_size(ys) > 0x7fffffff || shape_size(ws) > 0x7fffffff)
+    return false;
   for (int v : xd) key.push_back(v);
   for (int v : wd) key.push_back(v);
   for (int i = 0; i < axes; ++i) {
@@ -284,9 +297,9 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
       lib.create_filter(&desc.w) != kSuccess || lib.create_conv(&desc.conv) != kSuccess) {
     return false;
   }
-  const std::vector<int> xs = channels_last_strides(xd), ys = channels_last_strides(yd);
-  if (lib.set_tensor(desc.x, data_type, nb, xd.data(), xs.data()) != kSuccess ||
-      lib.set_tensor(desc.y, data_type, nb, yd.data(), ys.data()) != kSuccess ||
+  const std::vector<int> xst = channels_last_strides(xd), yst = channels_last_strides(yd);
+  if (lib.set_tensor(desc.x, data_type, nb, xd.data(), xst.data()) != kSuccess ||
+      lib.set_tensor(desc.y, data_type, nb, yd.data(), yst.data()) != kSuccess ||
       lib.set_filter(desc.w, data_type, kFormatNhwc, nb, wd.data()) != kSuccess ||
       lib.set_conv(desc.conv, axes, pad.data(), stride.data(), dil.data(),
                    p.flip ? kConvolution : kCrossCorrelation, compute_type) != kSuccess ||
@@ -295,7 +308,9 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
     return false;
   }
   // cuDNN sizes the output from the low padding alone: the positions it
-  // computes are the primitive's only when the sizes agree.
+  // computes are the primitive's only when the sizes agree. (The gradients
+  // read no other positions either: the primitive's high padding adds zeros
+  // or crops outputs that do not exist.)
   std::vector<int> cudnn_out(nb);
   if (lib.output_dims(desc.conv, desc.x, desc.w, nb, cudnn_out.data()) != kSuccess ||
       cudnn_out != yd) {
@@ -308,17 +323,30 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
     if (auto it = plans.find(key); it != plans.end()) plan = it->second;
   }
   if (plan.algo < 0) {
-    FwdAlgoPerf perf[16];
+    // cuDNN 9 loads a family's sub-library on its first call.
+    LibraryLoad loading;
+    AlgoPerf perf[16];
     int returned = 0;
-    if (lib.algorithms(h, desc.x, desc.w, desc.conv, desc.y, 16, &returned, perf) != kSuccess)
-      return false;
+    Status st;
+    if (dir == Direction::forward) {
+      st = lib.algorithms(h, desc.x, desc.w, desc.conv, desc.y, 16, &returned, perf);
+    } else if (dir == Direction::backward_data) {
+      st = lib.data_algorithms(h, desc.w, desc.y, desc.conv, desc.x, 16, &returned, perf);
+    } else {
+      st = lib.filter_algorithms(h, desc.x, desc.y, desc.conv, desc.w, 16, &returned, perf);
+    }
+    if (st != kSuccess) return false;
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != kSuccess) continue;
       size_t bytes = 0;
-      if (lib.workspace(h, desc.x, desc.w, desc.conv, desc.y, perf[i].algo, &bytes) != kSuccess ||
-          bytes > kWorkspaceCap) {
-        continue;
+      if (dir == Direction::forward) {
+        st = lib.workspace(h, desc.x, desc.w, desc.conv, desc.y, perf[i].algo, &bytes);
+      } else if (dir == Direction::backward_data) {
+        st = lib.data_workspace(h, desc.w, desc.y, desc.conv, desc.x, perf[i].algo, &bytes);
+      } else {
+        st = lib.filter_workspace(h, desc.x, desc.y, desc.conv, desc.w, perf[i].algo, &bytes);
       }
+      if (st != kSuccess || bytes > kWorkspaceCap) continue;
       plan = Plan{perf[i].algo, bytes};
       break;
     }
@@ -329,16 +357,55 @@ bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, con
   }
 
   auto& pool = device_pool(current_device());
-  allocator::Buffer ws{nullptr, 0};
-  if (plan.workspace > 0) ws = pool.malloc(plan.workspace);
+  allocator::Buffer work{nullptr, 0};
+  if (plan.workspace > 0) work = pool.malloc(plan.workspace);
   const float alpha_f = 1.0f, beta_f = 0.0f;
   const double alpha_d = 1.0, beta_d = 0.0;
   const void* alpha = d == float64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
   const void* beta = d == float64 ? static_cast<const void*>(&beta_d) : &beta_f;
-  const Status st = lib.forward(h, alpha, desc.x, xp, desc.w, wp, desc.conv, plan.algo, ws.ptr,
-                                plan.workspace, beta, desc.y, y);
-  if (ws.ptr != nullptr) pool.free(ws); // stream-ordered: after the launch
+  Status st;
+  if (dir == Direction::forward) {
+    st = lib.forward(h, alpha, desc.x, a, desc.w, b, desc.conv, plan.algo, work.ptr, plan.workspace,
+                     beta, desc.y, result);
+  } else if (dir == Direction::backward_data) {
+    st = lib.backward_data(h, alpha, desc.w, a, desc.y, b, desc.conv, plan.algo, work.ptr,
+                           plan.workspace, beta, desc.x, result);
+  } else {
+    st = lib.backward_filter(h, alpha, desc.x, a, desc.y, b, desc.conv, plan.algo, work.ptr,
+                             plan.workspace, beta, desc.w, result);
+  }
+  if (work.ptr != nullptr) pool.free(work); // stream-ordered: after the launch
   return st == kSuccess;
+}
+
+} // namespace
+
+bool cudnn_conv_forward(const ConvParams& p, const array& x, const array& w, const array& out,
+                        const void* xp, const void* wp, void* y, cudaStream_t s) {
+  // A kernel with more taps than the output has positions is a weight
+  // gradient written as a convolution (the composite of
+  // ConvolutionWeightGrad, when backward filter declined): cuDNN's forward
+  // algorithms run it slower than im2col + one GEMM (H200, B32 56x56x64 3x3
+  // fwd+bwd: 5.2 ms against 4.7).
+  long long taps = 1, positions = 1;
+  for (int i = 1; i + 1 < x.ndim(); ++i) {
+    taps *= w.shape(i);
+    positions *= out.shape(i);
+  }
+  if (taps > positions) return false;
+  return run(Direction::forward, p, x.shape(), w.shape(), out.shape(), out.dtype(), xp, wp, y, s);
+}
+
+bool cudnn_conv_backward_data(const ConvParams& p, const Shape& xs, const Shape& ws,
+                              const Shape& ys, Dtype d, const void* dy, const void* wp, void* dx,
+                              cudaStream_t s) {
+  return run(Direction::backward_data, p, xs, ws, ys, d, wp, dy, dx, s);
+}
+
+bool cudnn_conv_backward_filter(const ConvParams& p, const Shape& xs, const Shape& ws,
+                                const Shape& ys, Dtype d, const void* xp, const void* dy, void* dw,
+                                cudaStream_t s) {
+  return run(Direction::backward_filter, p, xs, ws, ys, d, xp, dy, dw, s);
 }
 
 } // namespace loom::cuda
