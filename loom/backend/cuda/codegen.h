@@ -59,6 +59,14 @@ std::string attention_kernel_source(const std::string& name, Dtype d, int D, int
 // `warps` (4 or 8) warps of 16 query rows.
 std::string attention_mma_kernel_source(const std::string& name, Dtype d, int D, int mask,
                                         bool sinks, int warps);
+// The tensor-core backward's passes: the softmax statistics (and delta =
+// sum(dO * O), the sinks' gradients) per query row; dK, dV and dQ (float,
+// by atomics) per block of 64 keys; dQ (and the sinks' gradients) rounded.
+std::string attention_mma_stats_kernel_source(const std::string& name, Dtype d, int D, int mask,
+                                              bool sinks);
+std::string attention_mma_bwd_kernel_source(const std::string& name, Dtype d, int D, int mask,
+                                            bool sinks);
+std::string attention_bwd_finish_kernel_source(const std::string& name, Dtype d);
 
 // The source of kernel `name`: the index (uint32) of the maximum (`is_max`)
 // or minimum of each row, one block per row.
