@@ -196,6 +196,10 @@ TEST(CudaCodegen, TensorCoreAttentionBuildsForEachMaskAndHeadSize) {
                                                         c.sinks, c.warps);
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
+  // Built for three blocks per multiprocessor (LOOM_CUDA_ATTN_MIN_BLOCKS).
+  std::string src =
+      cuda::attention_mma_kernel_source("loom_attention_mma_test", bfloat16, 128, 0, false, 4, 3);
+  EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
 }
 TEST(CudaCodegen, TensorCoreAttentionBackwardBuilds) {
   // The fused backward's three passes: both half types, both head sizes,

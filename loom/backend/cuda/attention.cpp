@@ -242,7 +242,7 @@ __device__ __forceinline__ void loom_ldmt(unsigned* r, unsigned a) {
 // row's running maximum m and log2 of its sum l (base 2) and
 // delta = sum(dO * O), and adding the sinks' gradients.
 std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool sinks, int warps,
-                       bool stats) {
+                       bool stats, int min_blocks) {
   const std::string st = storage_type(d);
   std::string src = jit_prelude();
   src += "#define LOOM_D " + std::to_string(D) + "\n#define LOOM_W " + std::to_string(warps) +
@@ -257,7 +257,9 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
 #define LOOM_QALIAS (LOOM_BM == 2 * LOOM_BN)
 )";
   src += mma_helpers(d);
-  src += "extern \"C\" __global__ void __launch_bounds__(LOOM_NT) " + name +
+  const std::string bounds =
+      min_blocks > 0 ? "LOOM_NT, " + std::to_string(min_blocks) : std::string("LOOM_NT");
+  src += "extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + name +
          "(loom_attn_params p) {\n  typedef " + st + " T;\n";
   src += R"(
   __shared__ __align__(128) unsigned short smem[(LOOM_QALIAS ? 0 : LOOM_BM * LOOM_D) +
@@ -539,13 +541,13 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
 } // namespace
 
 std::string attention_mma_kernel_source(const std::string& name, Dtype d, int D, int mask,
-                                        bool sinks, int warps) {
-  return mma_source(name, d, D, mask, sinks, warps, false);
+                                        bool sinks, int warps, int min_blocks) {
+  return mma_source(name, d, D, mask, sinks, warps, false, min_blocks);
 }
 
 std::string attention_mma_stats_kernel_source(const std::string& name, Dtype d, int D, int mask,
                                               bool sinks) {
-  return mma_source(name, d, D, mask, sinks, 4, true);
+  return mma_source(name, d, D, mask, sinks, 4, true, 0);
 }
 
 // The backward's second pass (FlashAttention-2's): a block of four warps
@@ -873,6 +875,20 @@ int mma_warps() {
   return w;
 }
 
+// Blocks per multiprocessor the tensor-core forward is built for
+// (LOOM_CUDA_ATTN_MIN_BLOCKS, 1 to 4; unset: ptxas's choice). ptxas (CUDA 13,
+// sm_90, four warps): D 128 takes 242 registers (two blocks of four warps
+// per multiprocessor), 168 with 3 (8 bytes spilled); D 64 196, 167 with 3
+// (none spilled). An experiment for the device: not yet timed.
+int mma_min_blocks() {
+  static const int b = [] {
+    const char* e = std::getenv("LOOM_CUDA_ATTN_MIN_BLOCKS");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v >= 1 && v <= 4 ? v : 0;
+  }();
+  return b;
+}
+
 bool mma_eligible(const array& q, const array& k, const array& v, Dtype d, int D, int Dv,
                   const AttnParams& p) {
   static const bool simt = [] {
@@ -939,11 +955,14 @@ bool attention_kernel(Primitive& prim, const std::vector<array>& inputs,
   const int mask_kind = mask == nullptr ? 0 : mask->dtype() == bool_ ? 1 : 2;
   if (mma_eligible(q, k, v, d, D, Dv, p)) {
     const int warps = mma_warps();
+    const int min_blocks = mma_min_blocks();
     std::string name = "loom_attention_mma_" + std::to_string(static_cast<int>(d.val)) + "_" +
                        std::to_string(D) + "_" + std::to_string(mask_kind) +
-                       (has_sinks ? "_s" : "") + "_w" + std::to_string(warps);
-    cudaKernel_t kern = jit_kernel(
-        name, [&] { return attention_mma_kernel_source(name, d, D, mask_kind, has_sinks, warps); });
+                       (has_sinks ? "_s" : "") + "_w" + std::to_string(warps) +
+                       (min_blocks > 0 ? "_b" + std::to_string(min_blocks) : "");
+    cudaKernel_t kern = jit_kernel(name, [&] {
+      return attention_mma_kernel_source(name, d, D, mask_kind, has_sinks, warps, min_blocks);
+    });
     void* args[] = {&p};
     const int rows = 16 * warps;
     dim3 grid(static_cast<unsigned>((p.Tq + rows - 1) / rows),
