@@ -263,10 +263,10 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
          "(loom_attn_params p) {\n  typedef " + st + " T;\n";
   src += R"(
   __shared__ __align__(128) unsigned short smem[(LOOM_QALIAS ? 0 : LOOM_BM * LOOM_D) +
-                                                2 * LOOM_BN * LOOM_D];
+                                                (LOOM_STATS ? 1 : 2) * LOOM_BN * LOOM_D];
   unsigned short* const sq = smem;
   unsigned short* const sk = smem + (LOOM_QALIAS ? 0 : LOOM_BM * LOOM_D);
-  unsigned short* const sv = sk + LOOM_BN * LOOM_D;
+  unsigned short* const sv = sk + LOOM_BN * LOOM_D; // unused (and not allocated) with LOOM_STATS
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y;
@@ -313,6 +313,7 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
                                                 : (const void*)Kh, ok);
   }
   loom_commit();
+#if !LOOM_STATS
   for (int i = tid; i < LOOM_BN * LOOM_CH; i += LOOM_NT) {
     const int r = i / LOOM_CH, c = i - r * LOOM_CH;
     const bool ok = r < p.Tk;
@@ -320,6 +321,7 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
                                                 : (const void*)Vh, ok);
   }
   loom_commit();
+#endif
   float o[LOOM_CH][4];
 #pragma unroll
   for (int n = 0; n < LOOM_CH; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -337,7 +339,11 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
   for (int jt = 0; jt < ntiles; ++jt) {
     const long long j0 = (long long)jt * LOOM_BN;
     const bool more = jt + 1 < ntiles;
-    loom_wait<1>();
+#if LOOM_STATS
+    loom_wait<0>(); // K tiles only: this one
+#else
+    loom_wait<1>(); // this K tile (the V tile before it may still land)
+#endif
     __syncthreads();
 #if !LOOM_QALIAS
     if (jt == 0) {
@@ -437,13 +443,13 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
       pf[n >> 1][(n & 1) * 2] = loom_pack(p0, p1);
       pf[n >> 1][(n & 1) * 2 + 1] = loom_pack(p2, p3);
     }
+#if !LOOM_STATS
     if (more) {
       loom_wait<1>();
     } else {
       loom_wait<0>();
     }
     __syncthreads();
-#if !LOOM_STATS
 #pragma unroll
     for (int kk = 0; kk < LOOM_BN / 16; ++kk) {
 #pragma unroll
@@ -455,7 +461,6 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
         loom_mma(o[n + 1], pf[kk], bf[2], bf[3]);
       }
     }
-#endif
     __syncthreads();
     if (more) {
       const long long jn = j0 + LOOM_BN;
@@ -467,6 +472,7 @@ std::string mma_source(const std::string& name, Dtype d, int D, int mask, bool s
       }
       loom_commit();
     }
+#endif
   }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
