@@ -3,9 +3,11 @@
 forward and the fused backward's passes) without a GPU: their generated
 sources run under a host emulation of CUDA (emu.h: a std::thread per CUDA
 thread, warp operations through shared slots) against a float64 reference
-(attention_harness.cpp). Slow (minutes for all cases) but exact in the
-fragment layouts and indexing; timing and the PTX itself are not checked
-(CudaCodegen's NVRTC tests build them).
+(attention_harness.cpp). Each case runs twice: cp.async copies landing at
+once, then only when their wait retires them (a missing barrier or wait
+shows in one of the two). Slow (about a minute for all cases) but exact in
+the fragment layouts and indexing; timing and the PTX itself are not
+checked (CudaCodegen's NVRTC tests build them).
 
   python3 scripts/cuda_emulate/attention_emulate.py [--quick]
 """
@@ -69,10 +71,14 @@ def run_case(exe, work, dtype, D, mask, sinks, causal, B, NQ, NK, TQ, TK):
     subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-pthread", "-I" + HERE, "-I" + work,
                     *["-D%s=%d" % kv for kv in flags.items()],
                     os.path.join(HERE, "attention_harness.cpp"), "-o", binary], check=True)
-    print("%s D=%d mask=%d sinks=%d causal=%d B=%d Nq=%d Nk=%d Tq=%d Tk=%d" %
-          (dtype, D, mask, sinks, causal, B, NQ, NK, TQ, TK), flush=True)
-    r = subprocess.run([binary])
-    return r.returncode == 0
+    ok = True
+    for late in ("0", "1"):
+        print("%s D=%d mask=%d sinks=%d causal=%d B=%d Nq=%d Nk=%d Tq=%d Tk=%d, cp.async %s" %
+              (dtype, D, mask, sinks, causal, B, NQ, NK, TQ, TK,
+               "late" if late == "1" else "early"), flush=True)
+        r = subprocess.run([binary], env=dict(os.environ, EMU_LATE_COPIES=late))
+        ok &= r.returncode == 0
+    return ok
 
 
 CASES = [

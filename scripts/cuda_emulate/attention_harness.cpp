@@ -5,6 +5,7 @@
 // from -D flags: CFG_BF16, CFG_D, CFG_MASK (0 none, 1 boolean, 2 additive),
 // CFG_SINKS, CFG_CAUSAL, CFG_B, CFG_NQ, CFG_NK, CFG_TQ, CFG_TK.
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "emu.h"
@@ -63,6 +64,8 @@ int report(const char* what, const std::vector<double>& got, const std::vector<d
 }
 
 int main() {
+  const char* late = std::getenv("EMU_LATE_COPIES");
+  emu_late_copies = late != nullptr && late[0] == '1';
   std::mt19937 gen(1234);
   const long long groups = NQ / NK;
   auto q = rnd(B * NQ * TQ * D, gen), k = rnd(B * NK * TK * D, gen), v = rnd(B * NK * TK * D, gen);

@@ -34,6 +34,46 @@ struct EmuWarp {
   float f[32];
 };
 inline std::unique_ptr<std::barrier<>> emu_block_bar;
+
+// cp.async: with emu_late_copies (EMU_LATE_COPIES=1 in the environment) each
+// thread's copies land only when a cp.async.wait_group retires their group,
+// as late as the hardware may (a read before its wait sees stale data);
+// otherwise at once, as early as it may (a copy into a tile other warps still
+// read shows). Run both.
+struct EmuCopy {
+  unsigned short* dst;
+  unsigned char bytes[16];
+  bool pred;
+};
+inline bool emu_late_copies = false;
+inline thread_local std::vector<std::vector<EmuCopy>> emu_groups;
+inline thread_local std::vector<EmuCopy> emu_open;
+inline void emu_land(const EmuCopy& c) {
+  if (c.pred) {
+    std::memcpy(c.dst, c.bytes, 16);
+  } else {
+    std::memset(c.dst, 0, 16);
+  }
+}
+inline void emu_cp16(const unsigned short* dst, const void* src, bool pred) {
+  EmuCopy c{const_cast<unsigned short*>(dst), {}, pred};
+  if (pred) std::memcpy(c.bytes, src, 16);
+  if (emu_late_copies) {
+    emu_open.push_back(c);
+  } else {
+    emu_land(c);
+  }
+}
+inline void emu_commit() {
+  emu_groups.push_back(std::move(emu_open));
+  emu_open.clear();
+}
+inline void emu_wait(int n) {
+  while (static_cast<int>(emu_groups.size()) > n) {
+    for (const EmuCopy& c : emu_groups.front()) emu_land(c);
+    emu_groups.erase(emu_groups.begin());
+  }
+}
 inline EmuWarp emu_warps[32];
 
 inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
@@ -116,15 +156,13 @@ inline float emu_val(unsigned short b, bool bf16) {
   static inline const unsigned short* loom_smem(const unsigned short* p) { return p; }             \
   static inline int loom_sw(int r, int c) { return r * LOOM_D + ((c ^ (r & 7)) << 3); }            \
   static inline void loom_cp16(const unsigned short* dst, const void* src, bool pred) {            \
-    if (pred) {                                                                                    \
-      std::memcpy(const_cast<unsigned short*>(dst), src, 16);                                      \
-    } else {                                                                                       \
-      std::memset(const_cast<unsigned short*>(dst), 0, 16);                                        \
-    }                                                                                              \
+    emu_cp16(dst, src, pred);                                                                      \
   }                                                                                                \
-  static inline void loom_commit() {}                                                              \
+  static inline void loom_commit() { emu_commit(); }                                               \
   template <int N>                                                                                 \
-  static inline void loom_wait() {}                                                                \
+  static inline void loom_wait() {                                                                 \
+    emu_wait(N);                                                                                   \
+  }                                                                                                \
   static inline float loom_ex2(float x) { return std::exp2(x); }                                   \
   static inline void loom_ldm_any(unsigned* r, const unsigned short* a, bool trans) {              \
     EmuWarp& w = emu_warp();                                                                       \
@@ -194,6 +232,9 @@ void emu_launch(dim3 grid, unsigned threads, F kernel) {
           threadIdx = dim3{t, 0, 0};
           blockIdx = dim3{x, y, 0};
           kernel();
+          // Copies never waited for are lost with the block.
+          emu_groups.clear();
+          emu_open.clear();
         });
       }
       for (auto& th : pool) th.join();
