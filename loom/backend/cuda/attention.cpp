@@ -638,192 +638,201 @@ __device__ __forceinline__ int loom_sws(int r, int c) {
     istart = (j0 + p.Tq - p.Tk) / LOOM_BM * LOOM_BM;
   }
   const long long key0 = j0 + warp * 16 + g, key1 = key0 + 8;
-  for (long long gi = 0; gi < p.groups; ++gi) {
-    const long long h = hk * p.groups + gi, bh = b * p.Nq + h;
+  // The query tiles of every head of the group in turn (istart < Tq: at
+  // least one per head); tile `it`'s Q, dO and statistics load while tile
+  // it - 1 computes its dQ (the tiles' last reads are before that barrier).
+  const long long tiles = (p.Tq - istart + LOOM_BM - 1) / LOOM_BM, total = p.groups * tiles;
+  auto load_tile = [&](long long it) {
+    const long long gi = it / tiles, i0 = istart + (it - gi * tiles) * LOOM_BM;
+    const long long bh = b * p.Nq + hk * p.groups + gi;
     const T* Qh = (const T*)p.q + bh * p.Tq * LOOM_D;
     const T* dOh = (const T*)p.dout + bh * p.Tq * LOOM_D;
+    for (int i = tid; i < LOOM_BM * LOOM_CH; i += 128) {
+      const int r = i / LOOM_CH, c = i - r * LOOM_CH;
+      const bool ok = i0 + r < p.Tq;
+      loom_cp16(loom_smem(sq + loom_sw(r, c)),
+                ok ? (const void*)(Qh + (i0 + r) * LOOM_D + c * 8) : (const void*)Qh, ok);
+      loom_cp16(loom_smem(sdo + loom_sw(r, c)),
+                ok ? (const void*)(dOh + (i0 + r) * LOOM_D + c * 8) : (const void*)dOh, ok);
+    }
+    loom_commit();
+    if (tid < LOOM_BM) {
+      const long long row = i0 + tid, at = bh * p.Tq + row;
+      const bool ok = row < p.Tq;
+      sst[0][tid] = ok ? p.stats[at] : 0.0f;
+      sst[1][tid] = ok ? p.stats[nrows + at] : 0.0f;
+      sst[2][tid] = ok ? p.stats[2 * nrows + at] : 0.0f;
+    }
+  };
+  __syncthreads(); // every warp holds its V rows: the first tile goes there
+  load_tile(0);
+  for (long long it = 0; it < total; ++it) {
+    const long long gi = it / tiles, i0 = istart + (it - gi * tiles) * LOOM_BM;
+    const long long h = hk * p.groups + gi, bh = b * p.Nq + h;
     float* dQh = p.dq + bh * p.Tq * LOOM_D;
-    for (long long i0 = istart; i0 < p.Tq; i0 += LOOM_BM) {
-      __syncthreads(); // the last tile's reads are done
-      for (int i = tid; i < LOOM_BM * LOOM_CH; i += 128) {
-        const int r = i / LOOM_CH, c = i - r * LOOM_CH;
-        const bool ok = i0 + r < p.Tq;
-        loom_cp16(loom_smem(sq + loom_sw(r, c)),
-                  ok ? (const void*)(Qh + (i0 + r) * LOOM_D + c * 8) : (const void*)Qh, ok);
-        loom_cp16(loom_smem(sdo + loom_sw(r, c)),
-                  ok ? (const void*)(dOh + (i0 + r) * LOOM_D + c * 8) : (const void*)dOh, ok);
-      }
-      loom_commit();
-      if (tid < LOOM_BM) {
-        const long long row = i0 + tid, at = bh * p.Tq + row;
-        const bool ok = row < p.Tq;
-        sst[0][tid] = ok ? p.stats[at] : 0.0f;
-        sst[1][tid] = ok ? p.stats[nrows + at] : 0.0f;
-        sst[2][tid] = ok ? p.stats[2 * nrows + at] : 0.0f;
-      }
-      loom_wait<0>();
-      __syncthreads();
-      // S^T (the warp's 16 keys by the tile's rows).
-      float s[LOOM_BM / 8][4];
+    loom_wait<0>();
+    __syncthreads();
+    // S^T (the warp's 16 keys by the tile's rows).
+    float s[LOOM_BM / 8][4];
 #pragma unroll
-      for (int n = 0; n < LOOM_BM / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int n = 0; n < LOOM_BM / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-      for (int kb = 0; kb < LOOM_D / 16; kb += 2) {
-        unsigned ka[4], kc[4];
-        const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        loom_ldm(ka, loom_smem(sk + loom_sw(r, kb * 2 + (lane >> 4))));
-        loom_ldm(kc, loom_smem(sk + loom_sw(r, kb * 2 + 2 + (lane >> 4))));
-#pragma unroll
-        for (int n = 0; n < LOOM_BM / 8; ++n) {
-          unsigned bf[4];
-          loom_ldm(bf, loom_smem(sq + loom_sw(n * 8 + (lane & 7), kb * 2 + (lane >> 3))));
-          loom_mma(s[n], ka, bf[0], bf[1]);
-          loom_mma(s[n], kc, bf[2], bf[3]);
-        }
-      }
-      // P^T as the forward weighed: the same masking, in base 2.
-      unsigned keep = 0;
+    for (int kb = 0; kb < LOOM_D / 16; kb += 2) {
+      unsigned ka[4], kc[4];
+      const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      loom_ldm(ka, loom_smem(sk + loom_sw(r, kb * 2 + (lane >> 4))));
+      loom_ldm(kc, loom_smem(sk + loom_sw(r, kb * 2 + 2 + (lane >> 4))));
 #pragma unroll
       for (int n = 0; n < LOOM_BM / 8; ++n) {
+        unsigned bf[4];
+        loom_ldm(bf, loom_smem(sq + loom_sw(n * 8 + (lane & 7), kb * 2 + (lane >> 3))));
+        loom_mma(s[n], ka, bf[0], bf[1]);
+        loom_mma(s[n], kc, bf[2], bf[3]);
+      }
+    }
+    // P^T as the forward weighed: the same masking, in base 2.
+    unsigned keep = 0;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const long long j = e < 2 ? key0 : key1;
-          const int cl = n * 8 + 2 * t + (e & 1);
-          const long long row = i0 + cl;
-          bool kept = j < p.Tk && row < p.Tq;
+    for (int n = 0; n < LOOM_BM / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long j = e < 2 ? key0 : key1;
+        const int cl = n * 8 + 2 * t + (e & 1);
+        const long long row = i0 + cl;
+        bool kept = j < p.Tk && row < p.Tq;
 )";
   if (mask == 0) {
-    src += "          float sc = s[n][e] * (p.scale * l2e);\n";
+    src += "        float sc = s[n][e] * (p.scale * l2e);\n";
   } else {
-    src += "          float sc = s[n][e] * p.scale;\n";
+    src += "        float sc = s[n][e] * p.scale;\n";
     src +=
-        "          if (kept) {\n"
-        "            const long long mo = b * p.ms[0] + h * p.ms[1] + row * p.ms[2] + j * "
+        "        if (kept) {\n"
+        "          const long long mo = b * p.ms[0] + h * p.ms[1] + row * p.ms[2] + j * "
         "p.ms[3];\n";
     if (mask == 1) {
       src +=
-          "            if (!((const unsigned char*)p.mask)[mo]) {\n"
-          "              sc = lowest;\n              kept = false;\n            }\n";
+          "          if (!((const unsigned char*)p.mask)[mo]) {\n"
+          "            sc = lowest;\n            kept = false;\n          }\n";
     } else {
-      src += "            sc += (float)loom_ld(((const T*)p.mask)[mo]);\n";
+      src += "          sc += (float)loom_ld(((const T*)p.mask)[mo]);\n";
     }
-    src += "          }\n          sc = sc == lowest ? lowest : sc * l2e;\n";
+    src += "        }\n        sc = sc == lowest ? lowest : sc * l2e;\n";
   }
   src += R"(
-          if (p.causal && j > row + p.Tk - p.Tq) {
-            sc = lowest;
-            kept = false;
-          }
-          const float pr = loom_ex2((sc - sst[0][cl]) - sst[1][cl]);
-          s[n][e] = j < p.Tk && row < p.Tq ? pr : 0.0f;
-          keep |= kept ? 1u << (n * 4 + e) : 0u;
+        if (p.causal && j > row + p.Tk - p.Tq) {
+          sc = lowest;
+          kept = false;
         }
+        const float pr = loom_ex2((sc - sst[0][cl]) - sst[1][cl]);
+        s[n][e] = j < p.Tk && row < p.Tq ? pr : 0.0f;
+        keep |= kept ? 1u << (n * 4 + e) : 0u;
       }
-      // dV += P^T dO.
-      {
-        unsigned pf[LOOM_BM / 16][4];
-#pragma unroll
-        for (int n = 0; n < LOOM_BM / 8; ++n) {
-          pf[n >> 1][(n & 1) * 2] = loom_pack(s[n][0], s[n][1]);
-          pf[n >> 1][(n & 1) * 2 + 1] = loom_pack(s[n][2], s[n][3]);
-        }
-#pragma unroll
-        for (int kk = 0; kk < LOOM_BM / 16; ++kk) {
-#pragma unroll
-          for (int n = 0; n < LOOM_CH; n += 2) {
-            unsigned bf[4];
-            loom_ldmt(bf, loom_smem(sdo + loom_sw(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                  n + (lane >> 4))));
-            loom_mma(dv[n], pf[kk], bf[0], bf[1]);
-            loom_mma(dv[n + 1], pf[kk], bf[2], bf[3]);
-          }
-        }
-      }
-      // dP^T = V dO^T, then dS^T in its place.
-      float dp[LOOM_BM / 8][4];
-#pragma unroll
-      for (int n = 0; n < LOOM_BM / 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
-#pragma unroll
-      for (int kb = 0; kb < LOOM_D / 16; kb += 2) {
-#pragma unroll
-        for (int n = 0; n < LOOM_BM / 8; ++n) {
-          unsigned bf[4];
-          loom_ldm(bf, loom_smem(sdo + loom_sw(n * 8 + (lane & 7), kb * 2 + (lane >> 3))));
-          loom_mma(dp[n], vf[kb], bf[0], bf[1]);
-          loom_mma(dp[n], vf[kb + 1], bf[2], bf[3]);
-        }
-      }
-      unsigned df[LOOM_BM / 16][4];
+    }
+    // dV += P^T dO.
+    {
+      unsigned pf[LOOM_BM / 16][4];
 #pragma unroll
       for (int n = 0; n < LOOM_BM / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int cl = n * 8 + 2 * t + (e & 1);
-          dp[n][e] = (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - sst[2][cl]) : 0.0f;
-        }
-        df[n >> 1][(n & 1) * 2] = loom_pack(dp[n][0], dp[n][1]);
-        df[n >> 1][(n & 1) * 2 + 1] = loom_pack(dp[n][2], dp[n][3]);
+        pf[n >> 1][(n & 1) * 2] = loom_pack(s[n][0], s[n][1]);
+        pf[n >> 1][(n & 1) * 2 + 1] = loom_pack(s[n][2], s[n][3]);
       }
-      // dK += dS^T Q.
 #pragma unroll
       for (int kk = 0; kk < LOOM_BM / 16; ++kk) {
 #pragma unroll
         for (int n = 0; n < LOOM_CH; n += 2) {
           unsigned bf[4];
-          loom_ldmt(bf, loom_smem(sq + loom_sw(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                               n + (lane >> 4))));
-          loom_mma(dk[n], df[kk], bf[0], bf[1]);
-          loom_mma(dk[n + 1], df[kk], bf[2], bf[3]);
+          loom_ldmt(bf, loom_smem(sdo + loom_sw(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                n + (lane >> 4))));
+          loom_mma(dv[n], pf[kk], bf[0], bf[1]);
+          loom_mma(dv[n + 1], pf[kk], bf[2], bf[3]);
         }
       }
-      // dS^T to shared memory for dQ += dS K.
-      {
-        const int r0 = warp * 16 + g;
+    }
+    // dP^T = V dO^T, then dS^T in its place.
+    float dp[LOOM_BM / 8][4];
 #pragma unroll
-        for (int n = 0; n < LOOM_BM / 8; ++n) {
-          *(unsigned*)(sds + loom_sws(r0, n) + 2 * t) = df[n >> 1][(n & 1) * 2];
-          *(unsigned*)(sds + loom_sws(r0 + 8, n) + 2 * t) = df[n >> 1][(n & 1) * 2 + 1];
-        }
+    for (int n = 0; n < LOOM_BM / 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < LOOM_D / 16; kb += 2) {
+#pragma unroll
+      for (int n = 0; n < LOOM_BM / 8; ++n) {
+        unsigned bf[4];
+        loom_ldm(bf, loom_smem(sdo + loom_sw(n * 8 + (lane & 7), kb * 2 + (lane >> 3))));
+        loom_mma(dp[n], vf[kb], bf[0], bf[1]);
+        loom_mma(dp[n], vf[kb + 1], bf[2], bf[3]);
       }
-      __syncthreads();
-      {
-        // Warp w: 16 rows (m tile w mod LOOM_BM / 16) and its share of the
-        // columns; A = dS read transposed from dS^T, B = K.
-        constexpr int MT = LOOM_BM / 16, NPER = LOOM_CH * MT / 4;
-        const int mt = warp % MT, nlo = (warp / MT) * NPER;
-        unsigned af[LOOM_BN / 16][4];
+    }
+    unsigned df[LOOM_BM / 16][4];
+#pragma unroll
+    for (int n = 0; n < LOOM_BM / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int cl = n * 8 + 2 * t + (e & 1);
+        dp[n][e] = (keep >> (n * 4 + e)) & 1u ? s[n][e] * (dp[n][e] - sst[2][cl]) : 0.0f;
+      }
+      df[n >> 1][(n & 1) * 2] = loom_pack(dp[n][0], dp[n][1]);
+      df[n >> 1][(n & 1) * 2 + 1] = loom_pack(dp[n][2], dp[n][3]);
+    }
+    // dK += dS^T Q.
+#pragma unroll
+    for (int kk = 0; kk < LOOM_BM / 16; ++kk) {
+#pragma unroll
+      for (int n = 0; n < LOOM_CH; n += 2) {
+        unsigned bf[4];
+        loom_ldmt(bf, loom_smem(sq + loom_sw(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                             n + (lane >> 4))));
+        loom_mma(dk[n], df[kk], bf[0], bf[1]);
+        loom_mma(dk[n + 1], df[kk], bf[2], bf[3]);
+      }
+    }
+    // dS^T to shared memory for dQ += dS K.
+    {
+      const int r0 = warp * 16 + g;
+#pragma unroll
+      for (int n = 0; n < LOOM_BM / 8; ++n) {
+        *(unsigned*)(sds + loom_sws(r0, n) + 2 * t) = df[n >> 1][(n & 1) * 2];
+        *(unsigned*)(sds + loom_sws(r0 + 8, n) + 2 * t) = df[n >> 1][(n & 1) * 2 + 1];
+      }
+    }
+    __syncthreads();
+    if (it + 1 < total) load_tile(it + 1);
+    {
+      // Warp w: 16 rows (m tile w mod LOOM_BM / 16) and its share of the
+      // columns; A = dS read transposed from dS^T, B = K.
+      constexpr int MT = LOOM_BM / 16, NPER = LOOM_CH * MT / 4;
+      const int mt = warp % MT, nlo = (warp / MT) * NPER;
+      unsigned af[LOOM_BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < LOOM_BN / 16; ++kk) {
+        loom_ldmt(af[kk], loom_smem(sds + loom_sws(kk * 16 + (lane & 7) + ((lane >> 4) & 1) * 8,
+                                                   mt * 2 + ((lane >> 3) & 1))));
+      }
+      const long long qa = i0 + mt * 16 + g, qb = qa + 8;
+#pragma unroll
+      for (int n = nlo; n < nlo + NPER; n += 2) {
+        float a0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int kk = 0; kk < LOOM_BN / 16; ++kk) {
-          loom_ldmt(af[kk], loom_smem(sds + loom_sws(kk * 16 + (lane & 7) + ((lane >> 4) & 1) * 8,
-                                                     mt * 2 + ((lane >> 3) & 1))));
+          unsigned bf[4];
+          loom_ldmt(bf, loom_smem(sk + loom_sw(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                               n + (lane >> 4))));
+          loom_mma(a0, af[kk], bf[0], bf[1]);
+          loom_mma(a1, af[kk], bf[2], bf[3]);
         }
-        const long long qa = i0 + mt * 16 + g, qb = qa + 8;
-#pragma unroll
-        for (int n = nlo; n < nlo + NPER; n += 2) {
-          float a0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int kk = 0; kk < LOOM_BN / 16; ++kk) {
-            unsigned bf[4];
-            loom_ldmt(bf, loom_smem(sk + loom_sw(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                 n + (lane >> 4))));
-            loom_mma(a0, af[kk], bf[0], bf[1]);
-            loom_mma(a1, af[kk], bf[2], bf[3]);
-          }
-          const int c0 = n * 8 + 2 * t, c1 = c0 + 8;
-          if (qa < p.Tq) {
-            float* dst = dQh + qa * LOOM_D;
-            atomicAdd(dst + c0, a0[0]);
-            atomicAdd(dst + c0 + 1, a0[1]);
-            atomicAdd(dst + c1, a1[0]);
-            atomicAdd(dst + c1 + 1, a1[1]);
-          }
-          if (qb < p.Tq) {
-            float* dst = dQh + qb * LOOM_D;
-            atomicAdd(dst + c0, a0[2]);
-            atomicAdd(dst + c0 + 1, a0[3]);
-            atomicAdd(dst + c1, a1[2]);
-            atomicAdd(dst + c1 + 1, a1[3]);
-          }
+        const int c0 = n * 8 + 2 * t, c1 = c0 + 8;
+        if (qa < p.Tq) {
+          float* dst = dQh + qa * LOOM_D;
+          atomicAdd(dst + c0, a0[0]);
+          atomicAdd(dst + c0 + 1, a0[1]);
+          atomicAdd(dst + c1, a1[0]);
+          atomicAdd(dst + c1 + 1, a1[1]);
+        }
+        if (qb < p.Tq) {
+          float* dst = dQh + qb * LOOM_D;
+          atomicAdd(dst + c0, a0[2]);
+          atomicAdd(dst + c0 + 1, a0[3]);
+          atomicAdd(dst + c1, a1[2]);
+          atomicAdd(dst + c1 + 1, a1[3]);
         }
       }
     }
