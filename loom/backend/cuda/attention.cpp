@@ -563,9 +563,9 @@ std::string attention_mma_stats_kernel_source(const std::string& name, Dtype d, 
 // recomputed from the first pass's statistics: S^T = K Q^T, P^T, dV += P^T dO,
 // dP^T = V dO^T, dS^T = P^T (dP^T - delta) (0 where a mask removed the
 // score), dK += dS^T Q in registers; dS^T goes through shared memory to
-// dQ += dS K, added to a float buffer with atomics. The warp's V rows stay
-// in registers as the A operand. dK is scaled once at the end, dQ by the
-// pass that rounds it.
+// dQ += dS K, added to a float buffer with atomics, while the next tile's
+// Q, dO and statistics load. The warp's V rows stay in registers as the A
+// operand. dK is scaled once at the end, dQ by the pass that rounds it.
 std::string attention_mma_bwd_kernel_source(const std::string& name, Dtype d, int D, int mask,
                                             bool sinks) {
   (void)sinks; // the sinks' gradient comes from the first pass
