@@ -168,7 +168,8 @@ def test_fused_backward_long_rows_and_strided_cotangent(dtype, tol):
 
 
 def test_gradient_runs_on_gpu_kernels():
-    # Not the CPU fallback: it warns once per primitive when it runs.
+    # Not the CPU fallback: it warns once per primitive when it runs (the
+    # fused backward, ScaledDotProductAttentionVJP, included).
     code = (
         "from _backend import mx\n"
         "q = mx.random.normal((2, 4, 32, 64), key=mx.random.key(0)).astype(mx.bfloat16)\n"
