@@ -196,6 +196,32 @@ TEST(CudaCodegen, TensorCoreAttentionBuildsForEachMaskAndHeadSize) {
                                                         c.sinks, c.warps);
     EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
   }
+  // Built for three blocks per multiprocessor (LOOM_CUDA_ATTN_MIN_BLOCKS).
+  std::string src =
+      cuda::attention_mma_kernel_source("loom_attention_mma_test", bfloat16, 128, 0, false, 4, 3);
+  EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+}
+TEST(CudaCodegen, TensorCoreAttentionBackwardBuilds) {
+  // The fused backward's three passes: both half types, both head sizes,
+  // every mask kind, sinks.
+  struct Case {
+    Dtype d;
+    int D, mask;
+    bool sinks;
+  };
+  for (Case c : {Case{bfloat16, 128, 0, false}, Case{float16, 64, 1, true},
+                 Case{bfloat16, 64, 2, false}, Case{float16, 128, 2, true}}) {
+    std::string src = cuda::attention_mma_stats_kernel_source("loom_attention_stats_test", c.d, c.D,
+                                                              c.mask, c.sinks);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+    src =
+        cuda::attention_mma_bwd_kernel_source("loom_attention_bwd_test", c.d, c.D, c.mask, c.sinks);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
+  for (Dtype d : {float16, bfloat16}) {
+    std::string src = cuda::attention_bwd_finish_kernel_source("loom_attention_bwd_finish_test", d);
+    EXPECT_FALSE(cuda::nvrtc_build(src, kArch).empty()) << src;
+  }
 }
 TEST(CudaCodegen, RandomBuildsForEveryDistributionAndDtype) {
   // 0 bits, 1 uniform, 2 normal (RandomDistribution's order).

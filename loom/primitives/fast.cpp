@@ -1,8 +1,10 @@
 #include "loom/primitives/fast.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <memory>
+#include <string>
 #include <typeinfo>
 
 #include "loom/ops/creation.h"
@@ -336,10 +338,21 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
                                                   const std::vector<array>& cotangents,
                                                   const std::vector<int>& argnums,
                                                   const std::vector<array>& outputs) {
-  // On a GPU stream the gradient is the composite's (matmuls and a softmax
-  // with GPU kernels) until the fused backward has a GPU kernel.
+  // On a GPU stream the fused backward has a kernel for the tensor-core
+  // forward's cases (float16/bfloat16, D == Dv of 64 or 128); elsewhere the
+  // gradient is the composite's (matmuls and a softmax with GPU kernels).
+  // LOOM_CUDA_ATTN_FUSED_VJP=0 keeps the composite everywhere.
   if (stream().device.type == Device::gpu) {
-    return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
+    static const bool fused_gpu = [] {
+      const char* e = std::getenv("LOOM_CUDA_ATTN_FUSED_VJP");
+      return e == nullptr || std::string(e) != "0";
+    }();
+    const Dtype d = primals[0].dtype();
+    const int D = primals[0].shape(3);
+    if (!fused_gpu || !(d == float16 || d == bfloat16) || primals[2].shape(3) != D ||
+        (D != 64 && D != 128)) {
+      return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
+    }
   }
   const int mask_index = mask_mode_ == "array" ? 3 : -1;
   for (int i : argnums) {

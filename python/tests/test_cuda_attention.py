@@ -1,8 +1,9 @@
 """Attention on GPU streams against the CPU: the tensor-core forward
 (float16/bfloat16, head sizes 64 and 128; backend/cuda/attention.cpp) with
 every mask kind, sinks, grouped heads, strided views and ragged tiles, and
-the gradients (on a GPU stream, the composite's, built from ops with GPU
-kernels). GPU tests skip where no GPU is present."""
+the gradients (on a GPU stream, the fused tensor-core backward for
+float16/bfloat16 with head sizes 64 and 128, elsewhere the composite's,
+built from ops with GPU kernels). GPU tests skip where no GPU is present."""
 
 import os
 import subprocess
@@ -105,8 +106,70 @@ def test_gradients_on_gpu_match_cpu(dtype, tol, mask):
         close(g, c, tol)
 
 
+def close_rel(g, c, tol):
+    # Gradients sum many rounded products: the error against the largest
+    # reference entry (a plain rtol fails on entries near 0).
+    mx.eval(g, c)
+    g, c = np.array(g.astype(mx.float32)), np.array(c.astype(mx.float32))
+    assert g.shape == c.shape and not np.isnan(g).any()
+    assert np.abs(g - c).max() <= tol * max(np.abs(c).max(), 1e-3), np.abs(g - c).max()
+
+
+def attention_grads(q, k, v, cot, scale, mask, sinks, stream, dtype):
+    def loss(q, k, v, *rest):
+        with mx.stream(stream):
+            o = sdpa(q, k, v, scale=scale, mask=mask, sinks=rest[0] if rest else None)
+            return (o * cot.astype(dtype)).astype(mx.float32).sum()
+
+    args = tuple(x.astype(dtype) for x in (q, k, v))
+    if sinks is not None:
+        args += (sinks.astype(dtype),)
+    return mx.grad(loss, argnums=tuple(range(len(args))))(*args)
+
+
+@pytest.mark.parametrize("dtype,tol", [(mx.float16, 1e-2), (mx.bfloat16, 3e-2)])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("lq,lk", [(1, 77), (64, 64), (130, 77), (77, 200)])
+@pytest.mark.parametrize("mask", [None, "causal", "bool", "additive", "sinks", "causal_sinks"])
+def test_fused_backward_matches_cpu_float32(dtype, tol, D, lq, lk, mask):
+    # The tensor-core backward (statistics pass, dK/dV per key block, dQ by
+    # atomics) against the CPU's gradients of the same rounded inputs in
+    # float32: grouped heads (4 query heads on 2), ragged query and key
+    # tiles, causal with Lq > Lk (rows that see no key), rows of a boolean
+    # mask with every key masked.
+    q = rnd((2, 4, lq, D), 40, dtype)
+    k, v = rnd((2, 2, lk, D), 41, dtype), rnd((2, 2, lk, D), 42, dtype)
+    cot = rnd((2, 4, lq, D), 43, dtype)
+    keep = np.random.default_rng(44).random((lq, lk)) > 0.3
+    keep[lq // 2] = False
+    m = {"bool": mx.array(keep), "additive": rnd((4, lq, lk), 45, dtype), "causal": "causal",
+         "causal_sinks": "causal"}.get(mask)
+    sinks = rnd((4,), 46, dtype) if mask in ("sinks", "causal_sinks") else None
+    scale = D ** -0.5
+    g = attention_grads(q, k, v, cot, scale, m, sinks, mx.gpu, dtype)
+    cm = m.astype(mx.float32) if isinstance(m, mx.array) and m.dtype != mx.bool_ else m
+    c = attention_grads(q, k, v, cot, scale, cm, sinks, mx.cpu, mx.float32)
+    for gi, ci in zip(g, c):
+        close_rel(gi, ci, tol)
+
+
+@pytest.mark.parametrize("dtype,tol", [(mx.float16, 1e-2), (mx.bfloat16, 3e-2)])
+def test_fused_backward_long_rows_and_strided_cotangent(dtype, tol):
+    # Several key blocks and query tiles per block, large scores (the
+    # statistics' rescaling), a transposed view as the cotangent.
+    q = rnd((1, 2, 333, 128), 50, dtype) * 3
+    k, v = rnd((1, 2, 333, 128), 51, dtype), rnd((1, 2, 333, 128), 52, dtype)
+    cot = mx.swapaxes(rnd((1, 333, 2, 128), 53, dtype), 1, 2)
+    for mask in (None, "causal"):
+        g = attention_grads(q, k, v, cot, 0.1, mask, None, mx.gpu, dtype)
+        c = attention_grads(q, k, v, cot, 0.1, mask, None, mx.cpu, mx.float32)
+        for gi, ci in zip(g, c):
+            close_rel(gi, ci, tol)
+
+
 def test_gradient_runs_on_gpu_kernels():
-    # Not the CPU fallback: it warns once per primitive when it runs.
+    # Not the CPU fallback: it warns once per primitive when it runs (the
+    # fused backward, ScaledDotProductAttentionVJP, included).
     code = (
         "from _backend import mx\n"
         "q = mx.random.normal((2, 4, 32, 64), key=mx.random.key(0)).astype(mx.bfloat16)\n"

@@ -56,9 +56,18 @@ std::string rope_kernel_source(const std::string& name, Dtype d);
 std::string attention_kernel_source(const std::string& name, Dtype d, int D, int Dv, int mask,
                                     bool sinks);
 // The tensor-core forward (float16/bfloat16, D == Dv of 64 or 128), blocks of
-// `warps` (4 or 8) warps of 16 query rows.
+// `warps` (4 or 8) warps of 16 query rows; `min_blocks` > 0 asks ptxas for
+// that many blocks per multiprocessor (__launch_bounds__).
 std::string attention_mma_kernel_source(const std::string& name, Dtype d, int D, int mask,
-                                        bool sinks, int warps);
+                                        bool sinks, int warps, int min_blocks = 0);
+// The tensor-core backward's passes: the softmax statistics (and delta =
+// sum(dO * O), the sinks' gradients) per query row; dK, dV and dQ (float,
+// by atomics) per block of 64 keys; dQ (and the sinks' gradients) rounded.
+std::string attention_mma_stats_kernel_source(const std::string& name, Dtype d, int D, int mask,
+                                              bool sinks);
+std::string attention_mma_bwd_kernel_source(const std::string& name, Dtype d, int D, int mask,
+                                            bool sinks);
+std::string attention_bwd_finish_kernel_source(const std::string& name, Dtype d);
 
 // The source of kernel `name`: the index (uint32) of the maximum (`is_max`)
 // or minimum of each row, one block per row.
