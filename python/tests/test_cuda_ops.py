@@ -439,9 +439,11 @@ def test_conv_gradient_float64_and_second_order_match_cpu():
 
 @pytest.mark.loom_only
 def test_conv_gradients_with_and_without_cudnn_agree():
-    # LOOM_CUDNN=0: every gradient node runs its composite; both must match the CPU.
-    for flag in ("1", "0"):
-        env = dict(os.environ, LOOM_CUDNN=flag)
+    # cuDNN's backward kernels (opt-in: LOOM_CUDNN_BACKWARD=1), the default
+    # composite, and LOOM_CUDNN=0 (no cuDNN at all): all must match the CPU.
+    for flags in ({"LOOM_CUDNN": "1", "LOOM_CUDNN_BACKWARD": "1"},
+                  {"LOOM_CUDNN": "1", "LOOM_CUDNN_BACKWARD": "0"}, {"LOOM_CUDNN": "0"}):
+        env = dict(os.environ, **flags)
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                             os.path.abspath(__file__) + "::test_conv_gradient_forms_match_cpu"],
                            env=env, capture_output=True, text=True, timeout=600,

@@ -209,11 +209,12 @@ bool conv_grad_kernel(Primitive& prim, const std::vector<array>& inputs,
   const bool typed = (d == float32 || d == float64 || d == float16 || d == bfloat16) &&
                      inputs[0].dtype() == d && inputs[1].dtype() == d;
   const int nd = out.ndim() - 2;
-  // LOOM_CUDNN_BACKWARD=0 runs the composite always (the path before these
-  // nodes existed, with cuDNN's forward where it takes a form): an A/B switch.
+  // cuDNN's backward kernels are opt-in (LOOM_CUDNN_BACKWARD=1) until they
+  // have run on a GPU; by default the composite runs (the path before these
+  // nodes existed, with cuDNN's forward where it takes a form).
   static const bool backward = [] {
     const char* v = std::getenv("LOOM_CUDNN_BACKWARD");
-    return v == nullptr || std::string(v) != "0";
+    return v != nullptr && std::string(v) == "1";
   }();
   // Forms cuDNN cannot take are known before any operand is laid out.
   bool expressible = backward && typed && nd >= 1 && nd <= 3 && out.size() > 0 &&
