@@ -8,6 +8,7 @@
 // k' = k, or K-1-k when flipped.
 #include "loom/primitives/conv.h"
 
+#include <cstdlib>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -197,16 +198,28 @@ array weight_grad_composite(const array& x, const array& cot, const ConvParams& 
 
 } // namespace
 
+bool gpu_convolution_gradient_nodes() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CUDNN_BACKWARD");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
 std::vector<array> Convolution::vjp(const std::vector<array>& primals,
                                     const std::vector<array>& cotangents,
                                     const std::vector<int>& argnums, const std::vector<array>&) {
   const array& x = primals[0];
   const array& w = primals[1];
   const array& cot = cotangents[0];
+  const bool composite = stream().device.type == Device::gpu && !gpu_convolution_gradient_nodes();
   std::vector<array> grads;
   for (int arg : argnums) {
     if (cot.size() == 0) {
       grads.push_back(zeros_like(arg == 0 ? x : w, stream()));
+    } else if (composite) {
+      grads.push_back(arg == 0 ? input_grad_composite(cot, w, p_, x.shape(), stream())
+                               : weight_grad_composite(x, cot, p_, w.shape(), stream()));
     } else if (arg == 0) {
       grads.push_back(array(x.shape(), cot.dtype(),
                             std::make_shared<ConvolutionInputGrad>(stream(), p_, x.shape()),

@@ -55,6 +55,12 @@ class Convolution : public Primitive {
 using InlineEval = std::function<void(Primitive&, const std::vector<array>&, std::vector<array>&)>;
 void evaluate_inline(const std::vector<array>& roots, const InlineEval& eval);
 
+// Whether Convolution::vjp emits the gradient nodes below on a GPU stream and
+// the CUDA backend sends them to cuDNN's backward kernels: LOOM_CUDNN_BACKWARD=1,
+// opt-in until they have run on a GPU. Otherwise a GPU gradient is the
+// composite's graph, scheduled op by op as before the nodes existed.
+bool gpu_convolution_gradient_nodes();
+
 // A gradient of a Convolution with parameters `params()` as one node, so that
 // a backend with dedicated kernels runs it as such (the CUDA backend: cuDNN's
 // backward-data and backward-filter convolutions). Its definition is the

@@ -210,12 +210,9 @@ bool conv_grad_kernel(Primitive& prim, const std::vector<array>& inputs,
                      inputs[0].dtype() == d && inputs[1].dtype() == d;
   const int nd = out.ndim() - 2;
   // cuDNN's backward kernels are opt-in (LOOM_CUDNN_BACKWARD=1) until they
-  // have run on a GPU; by default the composite runs (the path before these
-  // nodes existed, with cuDNN's forward where it takes a form).
-  static const bool backward = [] {
-    const char* v = std::getenv("LOOM_CUDNN_BACKWARD");
-    return v != nullptr && std::string(v) == "1";
-  }();
+  // have run on a GPU; without it the nodes only come from an imported or
+  // deserialised graph, and run their composite.
+  const bool backward = gpu_convolution_gradient_nodes();
   // Forms cuDNN cannot take are known before any operand is laid out.
   bool expressible = backward && typed && nd >= 1 && nd <= 3 && out.size() > 0 &&
                      inputs[0].size() > 0 && inputs[1].size() > 0 && cudnn_available();
