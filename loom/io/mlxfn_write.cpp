@@ -301,38 +301,30 @@ std::vector<MlxNode> translate(const GraphNode& n, const std::vector<uint64_t>& 
   return {m};
 }
 
-// `p`'s composite built on placeholders of the node's inputs, its nodes
-// (inputs first: an iterative walk) translated one by one, their entries
-// renumbered into one composite.
+// `p`'s composite built on placeholders of the node's inputs, as a graph
+// (compile's walk, inputs first), its nodes translated one by one and their
+// entries renumbered into one composite.
 std::vector<MlxNode> composite_nodes(const FastPrimitive& p, const std::vector<uint64_t>& in,
                                      const std::vector<Shape>& in_shapes,
                                      const std::vector<Dtype>& in_dtypes) {
-  std::unordered_map<const ArrayDesc*, uint64_t> ids;
   std::vector<array> placeholders;
   for (size_t k = 0; k < in.size(); ++k) {
     placeholders.push_back(array::empty(in_shapes[k], in_dtypes[k]));
-    ids[placeholders.back().id()] = in[k];
   }
   const std::vector<array> outs = p.composite(placeholders);
   if (outs.size() != 1) cannot(p.name(), "composites of several outputs are not mapped yet");
+  const Graph graph = compile_detail::graph_from_trace(placeholders, outs);
+  if (!graph.constants.empty()) cannot(p.name(), "its composite holds a constant");
+  const ValueRef result = graph.outputs[0];
+  if (result.kind != ValueRef::node) cannot(p.name(), "its composite returns an input");
+  // The entries' last one is the node's output (translate's contract).
+  if (result.id + 1 != static_cast<int32_t>(graph.nodes.size()))
+    cannot(p.name(), "its composite's result is not its last node");
   std::vector<MlxNode> entries;
-  std::vector<std::pair<array, bool>> stack{{outs[0], false}};
-  while (!stack.empty()) {
-    auto [a, expanded] = stack.back();
-    stack.pop_back();
-    if (ids.count(a.id()) != 0) continue;
-    if (!a.has_node()) cannot(p.name(), "its composite holds a constant");
-    const Node& node = *a.node();
-    if (!expanded) {
-      stack.emplace_back(a, true);
-      for (const array& i : node.inputs) {
-        if (ids.count(i.id()) == 0) stack.emplace_back(i, false);
-      }
-      continue;
-    }
-    if (node.output_shapes.size() > 1)
-      cannot(p.name(), "its composite has a node of several outputs");
-    GraphNode g{node.primitive, {}, {a.shape()}, {a.dtype()}};
+  std::vector<uint64_t> node_entry(graph.nodes.size()); // node -> its last entry
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const GraphNode& node = graph.nodes[n];
+    if (node.shapes.size() > 1) cannot(p.name(), "its composite has a node of several outputs");
     // translate sees its arguments as tokens (kArg | k): its result then
     // tells them apart from its own kLocal references, which move past the
     // entries already here, while a token becomes the argument's id.
@@ -340,13 +332,14 @@ std::vector<MlxNode> composite_nodes(const FastPrimitive& p, const std::vector<u
     std::vector<uint64_t> args, tokens;
     std::vector<Shape> shapes;
     std::vector<Dtype> dtypes;
-    for (const array& i : node.inputs) {
+    for (const ValueRef& r : node.inputs) {
+      const bool input = r.kind == ValueRef::input;
       tokens.push_back(kArg | args.size());
-      args.push_back(ids.at(i.id()));
-      shapes.push_back(i.shape());
-      dtypes.push_back(i.dtype());
+      args.push_back(input ? in[r.id] : node_entry[r.id]);
+      shapes.push_back(input ? in_shapes[r.id] : graph.nodes[r.id].shapes[0]);
+      dtypes.push_back(input ? in_dtypes[r.id] : graph.nodes[r.id].dtypes[0]);
     }
-    std::vector<MlxNode> sub = translate(g, tokens, shapes, dtypes);
+    std::vector<MlxNode> sub = translate(node, tokens, shapes, dtypes);
     // An entry without inputs reads the entry before it (write_trace): a
     // nullary node cannot follow others.
     if (!entries.empty() && !sub.empty() && sub[0].inputs.empty() && !sub[0].constant)
@@ -362,9 +355,8 @@ std::vector<MlxNode> composite_nodes(const FastPrimitive& p, const std::vector<u
       }
       entries.push_back(std::move(e));
     }
-    ids[a.id()] = kLocal | (entries.size() - 1);
+    node_entry[n] = kLocal | (entries.size() - 1);
   }
-  if (entries.empty()) cannot(p.name(), "its composite returns an input");
   return entries;
 }
 
