@@ -12,6 +12,7 @@
 
 #include "loom/primitives/fast.h"
 #include "loom/primitives/primitive.h"
+#include "loom/scheduler/inline_eval.h"
 
 namespace loom {
 
@@ -48,12 +49,6 @@ class Convolution : public Primitive {
  private:
   ConvParams p_;
 };
-
-// Evaluates the unscheduled nodes under `roots`, inputs first (an iterative
-// walk), each by `eval` on the calling thread, bypassing the scheduler: how a
-// kernel runs a composite it built from its own (evaluated) inputs.
-using InlineEval = std::function<void(Primitive&, const std::vector<array>&, std::vector<array>&)>;
-void evaluate_inline(const std::vector<array>& roots, const InlineEval& eval);
 
 // Whether Convolution::vjp emits the gradient nodes below on a GPU stream and
 // the CUDA backend sends them to cuDNN's backward kernels: LOOM_CUDNN_BACKWARD=1,
