@@ -202,10 +202,27 @@ array weight_grad_composite(const array& x, const array& cot, const ConvParams& 
 bool gpu_convolution_gradient_nodes() {
   static const bool on = [] {
     const char* v = std::getenv("LOOM_CUDNN_BACKWARD");
-    return v != nullptr && std::string(v) == "1";
+    return v == nullptr || std::string(v) != "0";
   }();
   return on;
 }
+
+namespace {
+
+// A 1x1 kernel with unit strides and no padding or dilation: the input
+// gradient is one matrix product, which cuBLAS runs 3-4x faster than cuDNN's
+// backward-data kernel on an H200 (docs/performance.md, session 12).
+bool pointwise(const ConvParams& p, const Shape& weight_shape) {
+  for (size_t i = 0; i < p.stride.size(); ++i) {
+    if (weight_shape[i + 1] != 1 || p.stride[i] != 1 || p.padding_lo[i] != 0 ||
+        p.padding_hi[i] != 0 || p.input_dilation[i] != 1) {
+      return false;
+    }
+  }
+  return p.groups == 1;
+}
+
+} // namespace
 
 std::vector<array> Convolution::vjp(const std::vector<array>& primals,
                                     const std::vector<array>& cotangents,
@@ -213,12 +230,14 @@ std::vector<array> Convolution::vjp(const std::vector<array>& primals,
   const array& x = primals[0];
   const array& w = primals[1];
   const array& cot = cotangents[0];
-  const bool composite = stream().device.type == Device::gpu && !gpu_convolution_gradient_nodes();
+  const bool gpu = stream().device.type == Device::gpu;
+  const bool composite_weight = gpu && !gpu_convolution_gradient_nodes();
+  const bool composite_input = composite_weight || (gpu && pointwise(p_, w.shape()));
   std::vector<array> grads;
   for (int arg : argnums) {
     if (cot.size() == 0) {
       grads.push_back(zeros_like(arg == 0 ? x : w, stream()));
-    } else if (composite) {
+    } else if (arg == 0 ? composite_input : composite_weight) {
       grads.push_back(arg == 0 ? input_grad_composite(cot, w, p_, x.shape(), stream())
                                : weight_grad_composite(x, cot, p_, w.shape(), stream()));
     } else if (arg == 0) {

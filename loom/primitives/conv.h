@@ -51,9 +51,9 @@ class Convolution : public Primitive {
 };
 
 // Whether Convolution::vjp emits the gradient nodes below on a GPU stream and
-// the CUDA backend sends them to cuDNN's backward kernels: LOOM_CUDNN_BACKWARD=1,
-// opt-in until they have run on a GPU. Otherwise a GPU gradient is the
-// composite's graph, scheduled op by op as before the nodes existed.
+// the CUDA backend sends them to cuDNN's backward kernels (the default;
+// LOOM_CUDNN_BACKWARD=0 turns it off). Otherwise a GPU gradient is the
+// composite's graph, scheduled op by op.
 bool gpu_convolution_gradient_nodes();
 
 // A gradient of a Convolution with parameters `params()` as one node, so that

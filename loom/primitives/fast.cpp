@@ -341,12 +341,11 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
   // On a GPU stream the fused backward has a kernel for the tensor-core
   // forward's cases (float16/bfloat16, D == Dv of 64 or 128); elsewhere the
   // gradient is the composite's (matmuls and a softmax with GPU kernels).
-  // Opt-in with LOOM_CUDA_ATTN_FUSED_VJP=1 until it has run on a GPU (it was
-  // checked by a host emulation of its sources only; docs/cuda.md).
+  // LOOM_CUDA_ATTN_FUSED_VJP=0 turns it off (the composite, for comparison).
   if (stream().device.type == Device::gpu) {
     static const bool fused_gpu = [] {
       const char* e = std::getenv("LOOM_CUDA_ATTN_FUSED_VJP");
-      return e != nullptr && std::string(e) == "1";
+      return e == nullptr || std::string(e) != "0";
     }();
     const Dtype d = primals[0].dtype();
     const int D = primals[0].shape(3);

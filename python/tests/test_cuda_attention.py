@@ -168,12 +168,13 @@ def test_fused_backward_long_rows_and_strided_cotangent(dtype, tol):
 
 
 @pytest.mark.loom_only
-def test_fused_backward_opt_in_matches_cpu():
-    # The fused backward is opt-in (LOOM_CUDA_ATTN_FUSED_VJP=1) until it has run
-    # on a GPU: the gradient tests above again, in a process that takes it.
-    env = dict(os.environ, LOOM_CUDA_ATTN_FUSED_VJP="1")
+def test_composite_backward_matches_cpu():
+    # LOOM_CUDA_ATTN_FUSED_VJP=0 swaps the fused backward for the composite
+    # (matmuls and a softmax): the gradient tests above again, in a process
+    # that takes it.
+    env = dict(os.environ, LOOM_CUDA_ATTN_FUSED_VJP="0")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        os.path.abspath(__file__), "-k", "fused_backward and not opt_in"],
+                        os.path.abspath(__file__), "-k", "fused_backward and not composite"],
                        env=env, capture_output=True, text=True, timeout=600,
                        cwd=os.path.dirname(os.path.abspath(__file__)))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

@@ -439,8 +439,9 @@ def test_conv_gradient_float64_and_second_order_match_cpu():
 
 @pytest.mark.loom_only
 def test_conv_gradients_with_and_without_cudnn_agree():
-    # cuDNN's backward kernels (opt-in: LOOM_CUDNN_BACKWARD=1), the default
-    # composite, and LOOM_CUDNN=0 (no cuDNN at all): all must match the CPU.
+    # cuDNN's backward kernels (the default), the composite
+    # (LOOM_CUDNN_BACKWARD=0), and LOOM_CUDNN=0 (no cuDNN at all): all must
+    # match the CPU.
     for flags in ({"LOOM_CUDNN": "1", "LOOM_CUDNN_BACKWARD": "1"},
                   {"LOOM_CUDNN": "1", "LOOM_CUDNN_BACKWARD": "0"}, {"LOOM_CUDNN": "0"}):
         env = dict(os.environ, **flags)

@@ -209,8 +209,7 @@ bool conv_grad_kernel(Primitive& prim, const std::vector<array>& inputs,
   const bool typed = (d == float32 || d == float64 || d == float16 || d == bfloat16) &&
                      inputs[0].dtype() == d && inputs[1].dtype() == d;
   const int nd = out.ndim() - 2;
-  // cuDNN's backward kernels are opt-in (LOOM_CUDNN_BACKWARD=1) until they
-  // have run on a GPU; without it the nodes only come from an imported or
+  // With LOOM_CUDNN_BACKWARD=0 the nodes only come from an imported or
   // deserialised graph, and run their composite.
   const bool backward = gpu_convolution_gradient_nodes();
   // Forms cuDNN cannot take are known before any operand is laid out.
